@@ -1,0 +1,29 @@
+"""deepep-a4: A4 (B200) machines on Google Cloud with the DeepEP stack installed and benchmarked.
+
+Thin on purpose: validate the stack's config before anything exists, then build the components of
+the chosen platform and export what a user needs next.
+"""
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components import config
+from components.network import A4Network, A4NetworkArgs
+
+try:
+    cfg = config.load()
+except config.ConfigError as err:
+    # RunError prints the message alone: the user needs the keys, not a traceback.
+    raise pulumi.RunError(str(err)) from None
+
+gcp_provider = gcp.Provider(
+    "gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=cfg.labels
+)
+gcp_opts = pulumi.ResourceOptions(providers=[gcp_provider])
+
+network = A4Network("a4", A4NetworkArgs.from_config(cfg), gcp_opts)
+
+pulumi.export("platform", cfg.platform)
+pulumi.export("zone", cfg.zone)
+pulumi.export("rdmaNetwork", network.rdma_network.name)
+pulumi.export("rdmaSubnets", [s.name for s in network.rdma_subnets])

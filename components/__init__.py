@@ -1,0 +1,1 @@
+"""deepep-a4 components: one ComponentResource per module plus the stack's config model."""

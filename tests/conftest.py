@@ -1,0 +1,36 @@
+"""Shared helpers: run the real program under mocks with a stack file plus overrides."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts import plan_engine  # noqa: E402
+
+
+def stack_config(stack: str = "gke-b200", **overrides: Any) -> dict[str, Any]:
+    """The stack file's config with `overrides` (keys without namespace) applied."""
+    cfg = plan_engine.read_stack_config(stack)
+    cfg.update({f"deepep-a4:{k}": v for k, v in overrides.items()})
+    return cfg
+
+
+def plan(stack: str = "gke-b200", **overrides: Any) -> plan_engine.PlanResult:
+    """Runs __main__.py under mocks and returns every registered resource with its inputs."""
+    result, _ = plan_engine.run_program(stack, stack_config(stack, **overrides))
+    return result
+
+
+def of_type(result: plan_engine.PlanResult, type_token: str) -> list[dict[str, Any]]:
+    return [r for r in result.resources if r["type"] == type_token]
+
+
+def one(result: plan_engine.PlanResult, type_token: str, name: str | None = None) -> dict[str, Any]:
+    found = [r for r in of_type(result, type_token) if name is None or r["name"] == name]
+    assert len(found) == 1, f"expected one {type_token} {name or ''}, found {[r['name'] for r in found]}"
+    return found[0]
