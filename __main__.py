@@ -8,6 +8,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components import config
+from components.gce_platform import build_gce_platform
+from components.gke_platform import build_gke_platform
 from components.network import A4Network, A4NetworkArgs
 
 try:
@@ -16,14 +18,17 @@ except config.ConfigError as err:
     # RunError prints the message alone: the user needs the keys, not a traceback.
     raise pulumi.RunError(str(err)) from None
 
-gcp_provider = gcp.Provider(
-    "gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=cfg.labels
-)
+gcp_provider = gcp.Provider("gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=cfg.labels)
 gcp_opts = pulumi.ResourceOptions(providers=[gcp_provider])
 
 network = A4Network("a4", A4NetworkArgs.from_config(cfg), gcp_opts)
+
+build_platform = build_gke_platform if cfg.platform == "gke" else build_gce_platform
+platform_outputs = build_platform(cfg, network, gcp_opts)
 
 pulumi.export("platform", cfg.platform)
 pulumi.export("zone", cfg.zone)
 pulumi.export("rdmaNetwork", network.rdma_network.name)
 pulumi.export("rdmaSubnets", [s.name for s in network.rdma_subnets])
+for key, value in platform_outputs.items():
+    pulumi.export(key, value)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 PROJECT_NAME = "deepep-a4"
 
@@ -76,7 +77,9 @@ KEYS: tuple[Key, ...] = (
     Key("provisioning", str, "spot", "How capacity is obtained.", PROVISIONING_MODELS),
     Key("reservationName", str, "", "Reservation to consume; required with provisioning=reservation."),
     Key("placement", str, "compact", "Compact placement keeps nodes close (at most 150 nodes).", PLACEMENTS),
-    Key("ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."),
+    Key(
+        "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
+    ),
     Key("bootDiskGb", int, 1000, "Boot disk size in GB (hyperdisk-balanced)."),
     Key("localSsdCount", int, 32, "Local SSDs per node used as ephemeral storage (GKE)."),
     # -- network ---------------------------------------------------------------------------------
@@ -113,8 +116,16 @@ KEYS: tuple[Key, ...] = (
     Key("gkeGpuDriver", str, "installer", "Who installs the GPU driver: our installer or GKE.", GKE_GPU_DRIVERS),
     Key("podNetworking", str, "hostNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
     # -- GCE ---------------------------------------------------------------------------------------
-    Key("gceImage", str, "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64", "Boot image of the VMs."),
-    Key("terminationAction", str, "DELETE", "What happens to a VM at spot preemption or at its TTL.", TERMINATION_ACTIONS),
+    Key(
+        "gceImage", str, "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64", "Boot image of the VMs."
+    ),
+    Key(
+        "terminationAction",
+        str,
+        "DELETE",
+        "What happens to a VM at spot preemption or at its TTL.",
+        TERMINATION_ACTIONS,
+    ),
     # -- benchmarks --------------------------------------------------------------------------------
     Key("benchmarks", list, ["intranode", "low-latency", "internode"], "DeepEP tests to run after install."),
     Key("benchHidden", int, 7168, "Hidden size for every test."),
@@ -445,7 +456,9 @@ def _check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
     elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
         problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
     if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
-        problems.append(Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter"))
+        problems.append(
+            Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
+        )
 
 
 def _check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
@@ -454,7 +467,11 @@ def _check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem("nodeCount", n, "must be at least 1"))
     if v["placement"] == "compact" and n > COMPACT_PLACEMENT_MAX_NODES:
         problems.append(
-            Problem("nodeCount", n, f"compact placement allows at most {COMPACT_PLACEMENT_MAX_NODES} nodes; use fewer or set placement=none")
+            Problem(
+                "nodeCount",
+                n,
+                f"compact placement allows at most {COMPACT_PLACEMENT_MAX_NODES} nodes; use fewer or placement=none",
+            )
         )
     prov, res = v["provisioning"], v["reservationName"]
     if prov == "reservation" and not _GCP_NAME_RE.match(res):
@@ -471,9 +488,13 @@ def _check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
         elif ttl is not None and not 600 <= ttl <= _TTL_MAX_SECONDS:
             problems.append(Problem("ttl", v["ttl"], "must be between 10m and 120d"))
     if prov == "flex-start" and v["terminationAction"] != "DELETE":
-        problems.append(Problem("terminationAction", v["terminationAction"], "flex-start capacity is always deleted: use DELETE"))
+        problems.append(
+            Problem("terminationAction", v["terminationAction"], "flex-start capacity is always deleted: use DELETE")
+        )
     if v["bootDiskGb"] < 100 or v["bootDiskGb"] > 65536:
-        problems.append(Problem("bootDiskGb", v["bootDiskGb"], "must be 100-65536 (CUDA, NVSHMEM and DeepEP builds need room)"))
+        problems.append(
+            Problem("bootDiskGb", v["bootDiskGb"], "must be 100-65536 (CUDA, NVSHMEM and DeepEP builds need room)")
+        )
     if v["localSsdCount"] not in (0, 32):
         problems.append(Problem("localSsdCount", v["localSsdCount"], "a4-highgpu-8g has 32 local SSDs: use 32 or 0"))
 
@@ -495,7 +516,9 @@ def _check_network(v: dict[str, Any], problems: list[Problem]) -> None:
     nets = {k: _parse_net(k, v[k], problems) for k in names}
     rdma = nets["rdmaCidr"]
     if rdma is not None and rdma.prefixlen > 26:
-        problems.append(Problem("rdmaCidr", v["rdmaCidr"], "must be /26 or larger: it is split into 8 subnets of at least /29"))
+        problems.append(
+            Problem("rdmaCidr", v["rdmaCidr"], "must be /26 or larger: it is split into 8 subnets of at least /29")
+        )
     master = nets["masterCidr"]
     if master is not None and master.prefixlen != 28:
         problems.append(Problem("masterCidr", v["masterCidr"], "GKE needs a /28 for the control plane"))
@@ -511,37 +534,76 @@ def _check_network(v: dict[str, Any], problems: list[Problem]) -> None:
             problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
         else:
             if cidr.endswith("/0"):
-                problems.append(Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet"))
+                problems.append(
+                    Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
+                )
 
 
 def _check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
-    for key in ("docaOfedVersion", "nvidiaDriverVersion", "cudaVersion", "gdrcopyVersion", "nvshmemVersion", "torchVersion"):
+    for key in (
+        "docaOfedVersion",
+        "nvidiaDriverVersion",
+        "cudaVersion",
+        "gdrcopyVersion",
+        "nvshmemVersion",
+        "torchVersion",
+    ):
         if not _VERSION_RE.match(v[key]):
             problems.append(Problem(key, v[key], "must be a version such as 12.9, 3.2.1 or 2.10.0+cu129"))
     shape = MACHINE_SHAPES.get(v["machineType"])
     cuda = re.match(r"^(\d+)\.(\d+)", v["cudaVersion"])
     if shape and cuda and (int(cuda[1]), int(cuda[2])) < shape.min_cuda:
         need = ".".join(map(str, shape.min_cuda))
-        problems.append(Problem("cudaVersion", v["cudaVersion"], f"{shape.accelerator} (sm_{shape.cuda_arch}) needs CUDA {need} or newer"))
+        problems.append(
+            Problem(
+                "cudaVersion",
+                v["cudaVersion"],
+                f"{shape.accelerator} (sm_{shape.cuda_arch}) needs CUDA {need} or newer",
+            )
+        )
     torch_variant = v["torchVersion"].partition("+")[2]
     if _VERSION_RE.match(v["torchVersion"]) and not re.match(r"^cu\d{3}$", torch_variant):
-        problems.append(Problem("torchVersion", v["torchVersion"], "must name its CUDA wheel variant, e.g. 2.10.0+cu129"))
+        problems.append(
+            Problem("torchVersion", v["torchVersion"], "must name its CUDA wheel variant, e.g. 2.10.0+cu129")
+        )
     elif cuda and torch_variant and torch_variant[2:4] != cuda[1]:
-        problems.append(Problem("torchVersion", v["torchVersion"], f"CUDA variant {torch_variant} does not match cudaVersion {v['cudaVersion']}"))
+        problems.append(
+            Problem(
+                "torchVersion",
+                v["torchVersion"],
+                f"CUDA variant {torch_variant} does not match cudaVersion {v['cudaVersion']}",
+            )
+        )
     ref = v["deepepRef"]
     if not _DEEPEP_REF_RE.match(ref):
-        problems.append(Problem("deepepRef", ref, "must be a tag such as v1.2.1 or a commit hash; branches like main move"))
+        problems.append(
+            Problem("deepepRef", ref, "must be a tag such as v1.2.1 or a commit hash; branches like main move")
+        )
     if v["gkeVersion"] and not _GKE_VERSION_RE.match(v["gkeVersion"]):
-        problems.append(Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty"))
+        problems.append(
+            Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty")
+        )
 
 
 def _check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
     if v["nicHandler"] == "cpu" and not v["gdrcopyKernelModule"]:
-        problems.append(Problem("nicHandler", "cpu", "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu"))
+        problems.append(
+            Problem(
+                "nicHandler",
+                "cpu",
+                "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu",
+            )
+        )
     if v["hcaPrefix"] == "mlx5" and not v["useDocaOfed"]:
-        problems.append(Problem("hcaPrefix", "mlx5", "mlx5_* HCA names come from DOCA-OFED: set useDocaOfed=true or hcaPrefix=rocep"))
+        problems.append(
+            Problem(
+                "hcaPrefix", "mlx5", "mlx5_* HCA names come from DOCA-OFED: set useDocaOfed=true or hcaPrefix=rocep"
+            )
+        )
     if v["hcaPrefix"] == "rocep" and v["useDocaOfed"]:
-        problems.append(Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false"))
+        problems.append(
+            Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
+        )
     if not 0 <= v["gidIndex"] <= 255:
         problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
 
@@ -555,8 +617,17 @@ def _check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     shape = MACHINE_SHAPES.get(v["machineType"])
     if shape and not 1 <= v["benchProcesses"] <= shape.gpus:
         problems.append(Problem("benchProcesses", v["benchProcesses"], f"must be 1-{shape.gpus} (GPUs per node)"))
-    for key in ("benchHidden", "benchTopk", "intranodeTokens", "intranodeExperts", "lowLatencyTokens",
-                "lowLatencyExperts", "internodeTokens", "internodeExperts", "benchTimeoutMinutes"):
+    for key in (
+        "benchHidden",
+        "benchTopk",
+        "intranodeTokens",
+        "intranodeExperts",
+        "lowLatencyTokens",
+        "lowLatencyExperts",
+        "internodeTokens",
+        "internodeExperts",
+        "benchTimeoutMinutes",
+    ):
         if v[key] < 1:
             problems.append(Problem(key, v[key], "must be at least 1"))
     for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
@@ -580,7 +651,7 @@ def raw_from_pulumi() -> dict[str, Any]:
     merged: dict[str, Any] = dict(runtime_config.get_config_env())
     merged.update(runtime_config.CONFIG.get())
     prefix = f"{PROJECT_NAME}:"
-    return {k[len(prefix):]: val for k, val in merged.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: val for k, val in merged.items() if k.startswith(prefix)}
 
 
 def load() -> StackConfig:

@@ -34,7 +34,7 @@ class A4NetworkArgs:
     name_prefix: str
 
     @staticmethod
-    def from_config(cfg: StackConfig) -> "A4NetworkArgs":
+    def from_config(cfg: StackConfig) -> A4NetworkArgs:
         return A4NetworkArgs(cfg.project, cfg.region, cfg.zone, cfg.network, cfg.name_prefix)
 
     def name(self, suffix: str) -> str:
@@ -79,7 +79,9 @@ class A4Network(pulumi.ComponentResource):
             private_ip_google_access=True,
             secondary_ip_ranges=[
                 gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=PODS_RANGE_NAME, ip_cidr_range=c.pods_cidr),
-                gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=SERVICES_RANGE_NAME, ip_cidr_range=c.services_cidr),
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(
+                    range_name=SERVICES_RANGE_NAME, ip_cidr_range=c.services_cidr
+                ),
             ],
             opts=child,
         )
@@ -141,7 +143,9 @@ class A4Network(pulumi.ComponentResource):
         )
 
         self.firewalls = [
-            _allow_internal(f"{name}-host-internal", args.name("host-internal"), host_net, [c.host_cidr, c.pods_cidr], child),
+            _allow_internal(
+                f"{name}-host-internal", args.name("host-internal"), host_net, [c.host_cidr, c.pods_cidr], child
+            ),
             _allow_internal(f"{name}-gvnic-internal", args.name("gvnic-internal"), gvnic_net, [c.gvnic_cidr], child),
         ]
         if c.ssh_via_iap:

@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components import config  # noqa: E402
-from scripts import plan_engine  # noqa: E402
+from components import config
+from scripts import plan_engine
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -84,8 +84,12 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
     files: dict[str, str] = {}
     k8s = [r for r in resources if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
     for i, r in enumerate(k8s, start=1):
-        body = {k: v for k, v in r["inputs"].items() if k in ("apiVersion", "kind", "metadata", "spec", "data",
-                                                             "rules", "roleRef", "subjects", "stringData", "type")}
+        body = {
+            k: v
+            for k, v in r["inputs"].items()
+            if k
+            in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "roleRef", "subjects", "stringData", "type")
+        }
         kind = str(body.get("kind", "object")).lower()
         files[f"k8s/{i:02d}-{kind}-{r['name']}.yaml"] = yaml.safe_dump(body, sort_keys=False)
     return files
@@ -96,7 +100,12 @@ def write_plan(result: plan_engine.PlanResult, out_dir: Path) -> None:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=out_dir.parent))
     try:
-        doc = {"stack": result.stack, "project": result.project, "resources": result.resources, "outputs": result.outputs}
+        doc = {
+            "stack": result.stack,
+            "project": result.project,
+            "resources": result.resources,
+            "outputs": result.outputs,
+        }
         (tmp / "plan.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         files = {**result.files, **kubernetes_manifests(result.resources)}
         for rel, text in files.items():
@@ -129,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         stack_cfg = plan_engine.read_stack_config(args.stack)
         cfg = config.parse(plan_engine.project_keys(stack_cfg), args.stack)
     except config.ConfigError as err:
-        print(f"error: stack '{args.stack}' has {len(err.problems)} config problem(s); nothing was written:", file=sys.stderr)
+        print(
+            f"error: stack '{args.stack}' has {len(err.problems)} config problem(s); nothing was written:",
+            file=sys.stderr,
+        )
         for problem in err.problems:
             print(f"  - {problem}", file=sys.stderr)
         return 2
@@ -142,16 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     write_plan(result, out_dir)
 
     if not args.quiet:
-        print(f"Plan of stack '{args.stack}' ({cfg.platform}, {cfg.node_count} x {cfg.machine_type}, "
-              f"{cfg.provisioning}, zone {cfg.zone}):")
+        print(
+            f"Plan of stack '{args.stack}' ({cfg.platform}, {cfg.node_count} x {cfg.machine_type}, "
+            f"{cfg.provisioning}, zone {cfg.zone}):"
+        )
         for line in render_tree(result.resources):
             print(line)
         print("Outputs:")
         for key, value in result.outputs.items():
             print(f"  {key}: {_short(value)}")
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
-    print(f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} "
-          f"({time.monotonic() - started:.1f}s)")
+    print(
+        f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)"
+    )
     return 0
 
 

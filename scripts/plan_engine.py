@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import runpy
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
@@ -31,8 +32,10 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
     out: dict[str, Any] = {"name": res_name}
     if type_.startswith("gcp:compute/"):
         kind = type_.split(":")[-1].lower()
-        scope = f"regions/{inputs['region']}" if "region" in inputs else (
-            f"zones/{inputs['zone']}" if "zone" in inputs else "global"
+        scope = (
+            f"regions/{inputs['region']}"
+            if "region" in inputs
+            else (f"zones/{inputs['zone']}" if "zone" in inputs else "global")
         )
         out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/{project}/{scope}/{kind}s/{res_name}"
     if type_ == "gcp:container/cluster:Cluster":
@@ -67,10 +70,11 @@ class PlanMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
-        if args.token == "gcp:organizations/getProject:getProject":
+        invoke = args.token
+        if invoke == "gcp:organizations/getProject:getProject":
             return {"projectId": self.project, "number": "123456789012", "name": self.project}, []
-        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
-            return {"accessToken": "mock-token", "project": self.project}, []
+        if invoke == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"project": self.project, "region": "", "zone": ""}, []
         return {}, []
 
 
@@ -113,7 +117,7 @@ def stack_file(stack: str) -> Path:
 
 
 def available_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
 def read_stack_config(stack: str) -> dict[str, Any]:
@@ -126,7 +130,7 @@ def read_stack_config(stack: str) -> dict[str, Any]:
 
 def project_keys(stack_cfg: dict[str, Any]) -> dict[str, Any]:
     prefix = f"{config.PROJECT_NAME}:"
-    return {k[len(prefix):]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
 
 
 def as_engine_config(stack_cfg: dict[str, Any]) -> dict[str, str]:
