@@ -612,10 +612,11 @@ def _check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     for test in v["benchmarks"]:
         if test not in BENCHMARK_TESTS:
             problems.append(Problem("benchmarks", test, f"every entry must be one of: {', '.join(BENCHMARK_TESTS)}"))
-    if "internode" in v["benchmarks"] and v["nodeCount"] < 2:
+    if "internode" in v["benchmarks"] and v["nodeCount"] == 1:
         problems.append(Problem("benchmarks", "internode", "the internode test needs nodeCount of 2 or more"))
     shape = MACHINE_SHAPES.get(v["machineType"])
-    if shape and not 1 <= v["benchProcesses"] <= shape.gpus:
+    processes_ok = bool(shape) and 1 <= v["benchProcesses"] <= shape.gpus
+    if shape and not processes_ok:
         problems.append(Problem("benchProcesses", v["benchProcesses"], f"must be 1-{shape.gpus} (GPUs per node)"))
     for key in (
         "benchHidden",
@@ -631,7 +632,7 @@ def _check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
         if v[key] < 1:
             problems.append(Problem(key, v[key], "must be at least 1"))
     for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
-        if v[key] >= 1 and v["benchProcesses"] >= 1 and v[key] % v["benchProcesses"]:
+        if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
             problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
     try:
         ratio = float(v["benchGateRatio"])

@@ -1,0 +1,196 @@
+"""The config model: every rule with its message, the schema in Pulumi.yaml, every stack file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from components import config
+from scripts import plan_engine
+from tests.conftest import ROOT
+
+VALID: dict[str, Any] = {"project": "my-gpu-project"}
+
+
+def problems_of(**raw: Any) -> list[config.Problem]:
+    with pytest.raises(config.ConfigError) as err:
+        config.parse({**VALID, **raw}, "test")
+    return err.value.problems
+
+
+def only_problem(**raw: Any) -> config.Problem:
+    problems = problems_of(**raw)
+    assert len(problems) == 1, [str(p) for p in problems]
+    return problems[0]
+
+
+def test_defaults_with_a_project_are_valid() -> None:
+    cfg = config.parse(VALID, "dev")
+    assert cfg.platform == "gke"
+    assert cfg.node_count == 2
+    assert cfg.provisioning == "spot"
+    assert cfg.ttl_seconds == 8 * 3600
+    assert cfg.name_prefix == "deepep-dev"
+    assert cfg.shape.accelerator == "nvidia-b200"
+    assert cfg.versions.torch_cuda_variant == "cu129"
+    assert len(cfg.network.rdma_subnet_cidrs) == 8
+
+
+def test_pulumi_strings_are_coerced() -> None:
+    """The engine hands every value over as a string; lists arrive as JSON."""
+    cfg = config.parse(
+        {**VALID, "nodeCount": "4", "sshViaIap": "false", "benchmarks": '["intranode"]', "deepepPr466": "true"},
+        "dev",
+    )
+    assert cfg.node_count == 4
+    assert cfg.network.ssh_via_iap is False
+    assert cfg.benchmarks.tests == ("intranode",)
+    assert cfg.versions.deepep_pr466 is True
+
+
+def test_config_is_frozen() -> None:
+    cfg = config.parse(VALID, "dev")
+    with pytest.raises(AttributeError):
+        cfg.node_count = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "fragment"),
+    [
+        ({"platform": "eks"}, "platform", "must be one of: gke, gce"),
+        ({"zone": "us-central1-a"}, "zone", "must be a zone of region asia-southeast1"),
+        ({"region": "mars"}, "region", "region name"),
+        ({"nodeCount": 0}, "nodeCount", "at least 1"),
+        ({"nodeCount": "two"}, "nodeCount", "a whole number"),
+        ({"nodeCount": 151}, "nodeCount", "compact placement allows at most 150"),
+        ({"hostCidr": "10.0.0.1/20"}, "hostCidr", "no host bits set"),
+        ({"hostCidr": "banana"}, "hostCidr", "IPv4 CIDR"),
+        ({"gvnicCidr": "8.8.8.0/24"}, "gvnicCidr", "private IPv4 range"),
+        ({"gvnicCidr": "10.0.8.0/24"}, "gvnicCidr", "overlaps hostCidr"),
+        ({"rdmaCidr": "192.168.0.0/27"}, "rdmaCidr", "/26 or larger"),
+        ({"masterCidr": "172.16.0.0/24"}, "masterCidr", "/28"),
+        ({"cudaVersion": "twelve"}, "cudaVersion", "must be a version"),
+        ({"cudaVersion": "12.4", "torchVersion": "2.10.0+cu124"}, "cudaVersion", "needs CUDA 12.8 or newer"),
+        ({"nvshmemVersion": "latest"}, "nvshmemVersion", "must be a version"),
+        ({"torchVersion": "2.10.0"}, "torchVersion", "CUDA wheel variant"),
+        ({"torchVersion": "2.10.0+cu130"}, "torchVersion", "does not match cudaVersion"),
+        ({"deepepRef": "main"}, "deepepRef", "branches like main move"),
+        ({"nicHandler": "cpu"}, "nicHandler", "needs the GDRCopy kernel module"),
+        ({"useDocaOfed": False}, "hcaPrefix", "mlx5_* HCA names come from DOCA-OFED"),
+        ({"hcaPrefix": "rocep"}, "hcaPrefix", "DOCA-OFED renames HCAs"),
+        ({"nvshmemSource": "conda"}, "nvshmemSource", "must be one of: pip, source"),
+        ({"gidIndex": 300}, "gidIndex", "0-255"),
+        ({"provisioning": "reservation"}, "reservationName", "needs the name of a reservation"),
+        ({"provisioning": "flex-start", "reservationName": "r1"}, "reservationName", "only used with"),
+        ({"ttl": "forever"}, "ttl", "must be a duration"),
+        ({"ttl": "off"}, "ttl", "spot capacity needs a bill cap"),
+        ({"ttl": "5m"}, "ttl", "between 10m and 120d"),
+        ({"provisioning": "flex-start", "terminationAction": "STOP"}, "terminationAction", "use DELETE"),
+        ({"bootDiskGb": 10}, "bootDiskGb", "100-65536"),
+        ({"localSsdCount": 4}, "localSsdCount", "32 or 0"),
+        ({"gkeVersion": "latest"}, "gkeVersion", "GKE version"),
+        ({"gkeAuthorizedNetworks": ["0.0.0.0/0"]}, "gkeAuthorizedNetworks", "whole internet"),
+        ({"benchmarks": ["intranode", "allreduce"]}, "benchmarks", "one of: intranode"),
+        ({"nodeCount": 1}, "benchmarks", "internode test needs nodeCount of 2"),
+        ({"benchProcesses": 9}, "benchProcesses", "1-8"),
+        ({"intranodeExperts": 100}, "intranodeExperts", "multiple of benchProcesses"),
+        ({"benchGateRatio": "1.5"}, "benchGateRatio", "between 0 and 1"),
+        ({"project": "X"}, "project", "project ID"),
+        ({"namePrefix": "Bad_Prefix"}, "namePrefix", "a-z, 0-9"),
+        ({"sshViaIap": "yes"}, "sshViaIap", "true or false"),
+    ],
+)
+def test_each_rule_names_key_value_and_what_is_allowed(raw: dict[str, Any], key: str, fragment: str) -> None:
+    problem = only_problem(**raw)
+    assert problem.key == key
+    assert fragment in problem.allowed
+    text = str(problem)
+    assert text.startswith(f"deepep-a4:{key} = ")
+    assert fragment in text
+
+
+def test_unknown_key_is_refused_with_a_hint() -> None:
+    problem = only_problem(nodecount=3)
+    assert problem.key == "nodecount"
+    assert "unknown key" in problem.allowed
+    assert "did you mean 'nodeCount'" in problem.allowed
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    problems = problems_of(platform="aks", nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
+    keys = {p.key for p in problems}
+    assert {"platform", "nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
+
+
+def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
+    cfg = config.parse({**VALID, "nicHandler": "cpu", "gdrcopyKernelModule": True}, "dev")
+    assert cfg.nvshmem.nic_handler == "cpu"
+
+
+def test_rocep_without_doca_is_valid() -> None:
+    cfg = config.parse({**VALID, "hcaPrefix": "rocep", "useDocaOfed": False}, "dev")
+    assert cfg.nvshmem.hca_prefix == "rocep"
+
+
+def test_on_demand_may_run_without_ttl_and_reservation_with_name() -> None:
+    assert config.parse({**VALID, "provisioning": "on-demand", "ttl": "off"}, "dev").ttl_seconds is None
+    cfg = config.parse({**VALID, "provisioning": "reservation", "reservationName": "a4-res"}, "dev")
+    assert cfg.reservation_name == "a4-res"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("90m", 5400), ("1d12h", 129600), ("off", None)])
+def test_ttl_parsing(text: str, seconds: int | None) -> None:
+    assert config.parse_ttl(text) == seconds
+
+
+def test_rdma_range_is_split_into_eight_subnets_in_order() -> None:
+    cfg = config.parse({**VALID, "rdmaCidr": "10.200.0.0/16"}, "dev")
+    assert cfg.network.rdma_subnet_cidrs[0] == "10.200.0.0/19"
+    assert cfg.network.rdma_subnet_cidrs[7] == "10.200.224.0/19"
+
+
+def _schema() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+
+
+def test_pulumi_yaml_declares_every_key_with_description_and_model_default() -> None:
+    declared = {k: v for k, v in _schema()["config"].items() if ":" not in k}
+    assert set(declared) == set(config.KEYS_BY_NAME)
+    kinds = {str: "string", int: "integer", bool: "boolean", list: "array"}
+    for key in config.KEYS:
+        entry = declared[key.name]
+        assert entry["type"] == kinds[key.kind], key.name
+        assert entry["description"].startswith(key.description), key.name
+        assert entry["default"] == key.default, key.name
+
+
+def test_pulumi_yaml_project_settings() -> None:
+    doc = _schema()
+    assert doc["name"] == config.PROJECT_NAME
+    assert doc["runtime"]["name"] == "python"
+    assert doc["runtime"]["options"] == {"toolchain": "pip", "virtualenv": ".venv"}
+    assert doc["stackConfigDir"] == "stacks"
+    assert doc["config"]["pulumi:disable-default-providers"]["value"] == ["kubernetes"]
+
+
+@pytest.mark.parametrize("stack", plan_engine.available_stacks())
+def test_every_stack_file_validates(stack: str) -> None:
+    raw = plan_engine.project_keys(plan_engine.read_stack_config(stack))
+    cfg = config.parse(raw, stack)
+    assert cfg.stack == stack
+
+
+def test_stacks_carry_the_seed_versions() -> None:
+    gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200")), "gke-b200")
+    assert gke.platform == "gke"
+    assert gke.gke.version == "1.33.5-gke.1162000"
+    assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.2.5", "2.5.1")
+    assert gke.versions.nvidia_driver.startswith("575.")
+    gce = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gce-b200")), "gce-b200")
+    assert gce.platform == "gce"
+    assert (gce.versions.doca_ofed, gce.versions.nvshmem, gce.versions.cuda) == ("3.2.1", "3.5.19", "12.9")
+    assert gce.versions.torch == "2.10.0+cu129"
+    assert gce.versions.deepep_pr466 is True
+    assert (gce.nvshmem.nic_handler, gce.nvshmem.hca_prefix, gce.nvshmem.gid_index) == ("gpu", "mlx5", 3)
