@@ -172,7 +172,7 @@ def test_pulumi_yaml_project_settings() -> None:
     assert doc["runtime"]["name"] == "python"
     assert doc["runtime"]["options"] == {"toolchain": "pip", "virtualenv": ".venv"}
     assert doc["stackConfigDir"] == "stacks"
-    assert doc["config"]["pulumi:disable-default-providers"]["value"] == ["kubernetes"]
+    assert doc["config"]["pulumi:disable-default-providers"] == ["kubernetes"]
 
 
 @pytest.mark.parametrize("stack", plan_engine.available_stacks())
