@@ -1,0 +1,615 @@
+"""GKE workloads: the installer DaemonSet and the DeepEP benchmark Jobs, through the explicit provider.
+
+`build_gke_workloads(cfg, k8s_provider, node_pool=..., network_names=...)` creates, in the namespace
+`deepep-a4`:
+
+InstallerDaemonSet
+    On every A4 node (node selector on the pool label, toleration of the GPU taint,
+    `system-node-critical` priority, which GKE admits outside kube-system only under a ResourceQuota
+    scoped to that class, created here), a **privileged init container** with the host's PID namespace
+    and root file system copies the rendered installer (ConfigMap, from
+    `components.installer.render_installer(cfg, "gke")`) to the host and runs it there through
+    `nsenter` into PID 1's namespaces. The installer may reboot the node; the pod then starts again
+    and the installer resumes. When it finished and its status file says ready, the init container
+    writes the version hash next to the status file and labels the node `deepep-a4/installed=<hash>`
+    (ServiceAccount + ClusterRole with only get/patch on nodes). The **main container** (busybox,
+    unprivileged, read-only state mount) just stays Running; its readiness probe passes only while the
+    status file says ready *for this version hash*, so Pulumi's DaemonSet await means "installed on
+    every A4 node", with a `pulumi.com/timeoutSeconds` that covers a cold install and the reboot. The
+    hash is also a pod-template annotation: a changed version set rolls the DaemonSet.
+
+BenchmarkJobs
+    The runner (`scripts/bench/run_bench.py` + `parse.py`) in a ConfigMap; an intranode and a
+    low-latency Job (one pod, one node, 8 GPUs) and the internode test as an **Indexed Job**
+    (completions = parallelism = node count, headless Service + `subdomain`, RANK = completion index,
+    WORLD_SIZE = node count, MASTER_ADDR = pod 0's DNS name). Only the tests in `benchmarks` are
+    created. Every Job depends on the DaemonSet (created after every node is installed), carries
+    `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot preemption in its
+    podFailurePolicy (DisruptionTarget), fails at once on the runner's usage error (exit 2), and stays
+    `ttlSecondsAfterFinished` (3 days) so `scripts/results.py` can read the logs.
+
+Benchmark pod privileges (issue 8 reviews this list):
+- GPUs: `nvidia.com/gpu: 8` through GKE's device plugin (device nodes and /usr/local/nvidia).
+- `IPC_LOCK`: RDMA memory registration pins GPU/host memory beyond the default memlock limit.
+- multiNetwork: nothing else: not privileged, no privilege escalation, every other capability dropped;
+  GKE's RDMA networks hand the pod its /dev/infiniband devices through the multi-network annotations.
+- hostNetwork (the seeds' way): `privileged: true` as well, because no device plugin allocates the
+  /dev/infiniband/uverbs* devices to a host-network pod and only a privileged container's device
+  cgroup opens them. dnsPolicy ClusterFirstWithHostNet keeps pod 0's DNS name resolvable.
+- Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
+  plugin folder; writable: an emptyDir for results and a memory emptyDir as /dev/shm (NCCL).
+No apt or pip at run time: the pod's environment is the installer's env file and nothing else, minus
+TORCH_NCCL_USE_COMM_NONBLOCKING; the runner adds seed 003's NCCL gIB settings only where the gIB
+plugin is present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import artifacts
+from components.config import StackConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+NAMESPACE = "deepep-a4"
+PART_OF = {"app.kubernetes.io/part-of": "deepep-a4", "app.kubernetes.io/managed-by": "pulumi"}
+INSTALLER_NAME = "deepep-installer"
+INSTALLER_LABELS = {**PART_OF, "app.kubernetes.io/name": INSTALLER_NAME}
+BENCH_COMPONENT = "benchmark"
+BENCH_LABELS = {**PART_OF, "app.kubernetes.io/component": BENCH_COMPONENT}
+BENCH_SELECTOR = "app.kubernetes.io/part-of=deepep-a4,app.kubernetes.io/component=benchmark"
+BENCH_CONTAINER = "bench"
+TEST_LABEL = "deepep-a4/test"
+INSTALLED_LABEL = "deepep-a4/installed"
+VERSIONS_ANNOTATION = "deepep-a4/versions-hash"
+INTERNODE_SERVICE = "deepep-internode"
+MASTER_PORT = 29500
+
+# The node pool's label (issue 3 defines it in components/gke_nodepool.py; this is the agreed default).
+try:
+    from components.gke_nodepool import NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - until the node pool module exists
+    NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE = "deepep-a4/node-pool", "a4"
+NODE_SELECTOR = {NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+
+# Where the GKE installer puts everything on the host (issue 4: under /home/kubernetes/bin/nvidia,
+# which GKE's device plugin also mounts into GPU containers as /usr/local/nvidia).
+HOST_NVIDIA = "/home/kubernetes/bin/nvidia"
+INSTALL_ROOT = f"{HOST_NVIDIA}/deepep"
+STATE_DIR = f"{INSTALL_ROOT}/state"
+STATUS_FILE = f"{STATE_DIR}/status.json"
+ENV_FILE = f"{INSTALL_ROOT}/unified-env.sh"
+DEEPEP_DIR = f"{INSTALL_ROOT}/DeepEP"
+DEEPEP_PYTHON = f"{INSTALL_ROOT}/venv/bin/python"
+GIB_HOST_DIR = "/home/kubernetes/bin/gib"
+GIB_DIR = "/usr/local/gib"
+RUNNER_DIR = "/opt/deepep-bench"
+RESULTS_DIR = "/results"
+
+INSTALLER_IMAGE = "ubuntu:24.04"  # bash, nsenter; the node image is Ubuntu 24.04 too
+PAUSE_IMAGE = "busybox:1.36"  # sleep + grep for the readiness probe
+BENCH_IMAGE = "ubuntu:24.04"  # bash; python and libraries come from the install root
+
+# A cold install (DOCA-OFED, driver, CUDA, NVSHMEM from source, DeepEP) took 20-25 min in the GKE
+# seed without the reboot; two hours covers the reboot, slow mirrors and a source NVSHMEM build.
+INSTALL_TIMEOUT_SECONDS = 2 * 3600
+JOB_TTL_SECONDS = 3 * 24 * 3600
+JOB_BACKOFF_LIMIT = 2
+RUNNER_USAGE_EXIT = 2
+
+
+def _opts(provider: k8s.Provider, parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(provider=provider, parent=parent, **kw)
+
+
+# -- the installer -------------------------------------------------------------------------------
+
+
+def installer_files(cfg: StackConfig) -> tuple[dict[str, str], str]:
+    """The rendered GKE installer as {relative path: text} and the entry point to run on the host.
+
+    Accepts what `components.installer.render_installer(cfg, "gke")` returns: one script, a mapping of
+    files, or an object with `files` (and `entrypoint`). Without the installer module, a stand-in that
+    fails loudly, so the rest of the plan can be reviewed.
+    """
+    try:
+        from components.installer import render_installer  # type: ignore[import-not-found]
+    except ImportError:
+        script = (
+            "#!/bin/bash\n"
+            f"# deepep-a4 installer for stack {cfg.stack}: components/installer.py was not available when this\n"
+            "# was rendered. Update the checkout and run `pulumi up` again.\n"
+            'echo "deepep-a4: no installer was rendered" >&2\nexit 3\n'
+        )
+        return {"install.sh": script}, "install.sh"
+    rendered: Any = render_installer(cfg, "gke")
+    entry = getattr(rendered, "entrypoint", None)
+    files = getattr(rendered, "files", rendered)
+    if isinstance(files, str):
+        return {"install.sh": files}, "install.sh"
+    files = {str(k): str(v) for k, v in dict(files).items()}
+    if entry is None:
+        for name in ("install.sh", "run.sh", "installer.sh", "main.sh"):
+            if name in files:
+                entry = name
+                break
+        else:
+            entry = sorted(files)[0]
+    return files, str(entry)
+
+
+def versions_hash(cfg: StackConfig, files: dict[str, str]) -> str:
+    """Names the installed version set: the stack's versions and options and the installer's text."""
+    doc = {
+        "versions": asdict(cfg.versions),
+        "installer": asdict(cfg.installer),
+        "nvshmem": asdict(cfg.nvshmem),
+        "gpuDriver": cfg.gke.gpu_driver,
+        "files": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _configmap_key(path: str) -> str:
+    """ConfigMap keys allow [-._a-zA-Z0-9] only: nested paths are flattened and mapped back by `items`."""
+    return path.replace("/", "__")
+
+
+READY_CHECK = (
+    f"grep -Eq '\"ready\"[[:space:]]*:[[:space:]]*true' /deepep-state/status.json && "
+    'grep -qx "$VERSIONS_HASH" /deepep-state/installed-hash'
+)
+
+
+def init_script(entry: str) -> str:
+    """The privileged init container's script: install on the host, check, record the hash, label the node."""
+    r = INSTALL_ROOT
+    return f"""#!/bin/bash
+# deepep-a4 installer DaemonSet, init container: runs the rendered installer on the host.
+set -Eeuo pipefail
+host=/host
+echo "deepep-a4: installer for version set $VERSIONS_HASH on node $NODE_NAME"
+mkdir -p "$host{r}/installer" "$host{STATE_DIR}"
+rm -rf "$host{r}/installer.new" && mkdir -p "$host{r}/installer.new"
+cp -rL /installer/. "$host{r}/installer.new/"
+rm -rf "$host{r}/installer" && mv "$host{r}/installer.new" "$host{r}/installer"
+# Into the host's namespaces (hostPID: PID 1 is the host's init): systemd, apt, modprobe, reboot all work.
+# A reboot ends this container; the pod starts again after it and the installer resumes at its markers.
+nsenter --target 1 --mount --uts --ipc --net --pid -- bash {r}/installer/{shlex.quote(entry)}
+if ! grep -Eq '"ready"[[:space:]]*:[[:space:]]*true' "$host{STATUS_FILE}"; then
+  echo "deepep-a4: the installer finished but {STATUS_FILE} does not say ready" >&2
+  cat "$host{STATUS_FILE}" >&2 || true
+  exit 1
+fi
+echo "$VERSIONS_HASH" > "$host{STATE_DIR}/installed-hash"
+# Label the node with the installed version set (RBAC: get/patch nodes only), with the host's curl.
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+cp "$sa/ca.crt" "$host{STATE_DIR}/k8s-ca.crt"
+printf 'Authorization: Bearer %s\\n' "$(cat "$sa/token")" | nsenter --target 1 --mount --net -- \\
+  curl -sS --fail --retry 5 --cacert {STATE_DIR}/k8s-ca.crt -H @- \\
+  -H 'Content-Type: application/merge-patch+json' -X PATCH \\
+  "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \\
+  -d "{{\\"metadata\\":{{\\"labels\\":{{\\"{INSTALLED_LABEL}\\":\\"$VERSIONS_HASH\\"}}}}}}" > /dev/null
+echo "deepep-a4: node $NODE_NAME installed and labelled {INSTALLED_LABEL}=$VERSIONS_HASH"
+"""
+
+
+class InstallerDaemonSet(pulumi.ComponentResource):
+    """The installer on every A4 node; Ready on a node only once it is installed (see module doc)."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        namespace: pulumi.Input[str],
+        provider: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gke:InstallerDaemonSet", name, None, opts)
+        files, entry = installer_files(cfg)
+        self.versions_hash = versions_hash(cfg, files)
+        for path, text in files.items():
+            artifacts.publish(f"gke/installer/{path}", text)
+        script = artifacts.publish("gke/installer-daemonset/init.sh", init_script(entry))
+
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-files",
+            metadata={"namespace": namespace, "labels": INSTALLER_LABELS},
+            data={_configmap_key(p): t for p, t in files.items()} | {"daemonset-init.sh": script},
+            opts=_opts(provider, self),
+        )
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa",
+            metadata={"name": INSTALLER_NAME, "namespace": namespace, "labels": INSTALLER_LABELS},
+            opts=_opts(provider, self),
+        )
+        self.cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-label-nodes",
+            metadata={"labels": INSTALLER_LABELS},
+            rules=[{"api_groups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+            opts=_opts(provider, self),
+        )
+        self.binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-label-nodes",
+            metadata={"labels": INSTALLER_LABELS},
+            role_ref={"api_group": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.cluster_role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": INSTALLER_NAME, "namespace": namespace}],
+            opts=_opts(provider, self),
+        )
+
+        items = [{"key": _configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
+        env = [
+            {"name": "VERSIONS_HASH", "value": self.versions_hash},
+            {"name": "NODE_NAME", "value_from": {"field_ref": {"field_path": "spec.nodeName"}}},
+        ]
+        pod_labels = {**INSTALLER_LABELS}
+        self.daemon_set = k8s.apps.v1.DaemonSet(
+            name,
+            metadata={
+                "name": INSTALLER_NAME,
+                "namespace": namespace,
+                "labels": INSTALLER_LABELS,
+                # Pulumi awaits a DaemonSet until every pod is Ready: a cold install and its reboot.
+                "annotations": {"pulumi.com/timeoutSeconds": str(INSTALL_TIMEOUT_SECONDS)},
+            },
+            spec={
+                "selector": {"match_labels": {"app.kubernetes.io/name": INSTALLER_NAME}},
+                "update_strategy": {"type": "RollingUpdate", "rolling_update": {"max_unavailable": "100%"}},
+                "template": {
+                    "metadata": {
+                        "labels": pod_labels,
+                        "annotations": {VERSIONS_ANNOTATION: self.versions_hash},
+                    },
+                    "spec": {
+                        "service_account_name": INSTALLER_NAME,
+                        "priority_class_name": "system-node-critical",
+                        "node_selector": NODE_SELECTOR,
+                        "tolerations": [GPU_TOLERATION],
+                        "host_pid": True,
+                        "termination_grace_period_seconds": 5,
+                        "init_containers": [
+                            {
+                                "name": "install",
+                                "image": INSTALLER_IMAGE,
+                                "command": ["bash", "/installer/daemonset-init.sh"],
+                                "env": env,
+                                "security_context": {"privileged": True},
+                                "volume_mounts": [
+                                    {"name": "host-root", "mount_path": "/host"},
+                                    {"name": "installer", "mount_path": "/installer", "read_only": True},
+                                ],
+                            }
+                        ],
+                        "containers": [
+                            {
+                                "name": "ready",
+                                "image": PAUSE_IMAGE,
+                                "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"],
+                                "env": [{"name": "VERSIONS_HASH", "value": self.versions_hash}],
+                                "readiness_probe": {
+                                    "exec": {"command": ["sh", "-c", READY_CHECK]},
+                                    "period_seconds": 30,
+                                    "failure_threshold": 1,
+                                },
+                                "security_context": {
+                                    "privileged": False,
+                                    "allow_privilege_escalation": False,
+                                    "read_only_root_filesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+                                "volume_mounts": [{"name": "state", "mount_path": "/deepep-state", "read_only": True}],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "host-root", "host_path": {"path": "/", "type": "Directory"}},
+                            {"name": "state", "host_path": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
+                            {
+                                "name": "installer",
+                                "config_map": {
+                                    "name": self.config_map.metadata.name,
+                                    "items": [*items, {"key": "daemonset-init.sh", "path": "daemonset-init.sh", "mode": 0o755}],
+                                },
+                            },
+                        ],
+                    },
+                },
+            },
+            opts=_opts(provider, self, depends_on=[self.binding]),
+        )
+        self.register_outputs({"name": self.daemon_set.metadata.name, "versionsHash": self.versions_hash})
+
+
+# -- the benchmark Jobs ----------------------------------------------------------------------------
+
+RUNNER_FILES = ("run_bench.py", "parse.py")
+
+
+def runner_files() -> dict[str, str]:
+    return {f: (ROOT / "scripts" / "bench" / f).read_text() for f in RUNNER_FILES}
+
+
+def default_network_names(cfg: StackConfig) -> list[str]:
+    """The multi-network Network objects in NIC order (gVNIC, then the eight RDMA ones), issue 3's names."""
+    return [cfg.name("gvnic-1")] + [cfg.name(f"rdma-{i}") for i in range(cfg.shape.rdma_nics)]
+
+
+def interfaces_annotation(network_names: Sequence[str]) -> str:
+    ifaces = [{"interfaceName": "eth0", "network": "default"}]
+    ifaces += [{"interfaceName": f"eth{i + 1}", "network": n} for i, n in enumerate(network_names)]
+    return json.dumps(ifaces)
+
+
+def bench_command() -> list[str]:
+    """The container's command: the installer's env file, its python, the runner. No apt, no pip."""
+    script = f"""set -euo pipefail
+if [ ! -f {ENV_FILE} ]; then
+  echo "[runner] error the installer's env file {ENV_FILE} is missing: is the node installed?"; exit {RUNNER_USAGE_EXIT}
+fi
+set -a; . {ENV_FILE}; set +a
+unset TORCH_NCCL_USE_COMM_NONBLOCKING
+python="${{DEEPEP_PYTHON:-{DEEPEP_PYTHON}}}"
+exec "$python" {RUNNER_DIR}/run_bench.py --env-file {ENV_FILE} --deepep-dir "${{DEEPEP_DIR:-{DEEPEP_DIR}}}" \\
+  --gib-dir {GIB_DIR} --results-dir {RESULTS_DIR}
+"""
+    return ["bash", "-c", script]
+
+
+def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
+    b = cfg.benchmarks
+    env: list[dict[str, Any]] = [
+        {"name": "BENCH_TESTS", "value": test},
+        {"name": "BENCH_PROCESSES", "value": str(b.processes)},
+        {"name": "BENCH_HIDDEN", "value": str(b.hidden)},
+        {"name": "BENCH_TOPK", "value": str(b.topk)},
+        {"name": "BENCH_INTRANODE_TOKENS", "value": str(b.intranode.tokens)},
+        {"name": "BENCH_INTRANODE_EXPERTS", "value": str(b.intranode.experts)},
+        {"name": "BENCH_LOW_LATENCY_TOKENS", "value": str(b.low_latency.tokens)},
+        {"name": "BENCH_LOW_LATENCY_EXPERTS", "value": str(b.low_latency.experts)},
+        {"name": "BENCH_INTERNODE_TOKENS", "value": str(b.internode.tokens)},
+        {"name": "BENCH_INTERNODE_EXPERTS", "value": str(b.internode.experts)},
+        {"name": "BENCH_TIMEOUT_MINUTES", "value": str(b.timeout_minutes)},
+    ]
+    if test == "internode":
+        env += [
+            {"name": "WORLD_SIZE", "value": str(cfg.node_count)},
+            {
+                "name": "RANK",
+                "value_from": {
+                    "field_ref": {"field_path": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+                },
+            },
+            {"name": "MASTER_ADDR", "value": f"{job_name('internode')}-0.{INTERNODE_SERVICE}.{NAMESPACE}.svc.cluster.local"},
+            {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        ]
+    return env
+
+
+def job_name(test: str) -> str:
+    return f"deepep-{test}"
+
+
+def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], network_names: Sequence[str]) -> dict[str, Any]:
+    host_network = cfg.gke.pod_networking == "hostNetwork"
+    security: dict[str, Any] = {
+        "privileged": host_network,
+        "allow_privilege_escalation": host_network,
+        "capabilities": {"add": ["IPC_LOCK"]} if host_network else {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+    }
+    spec: dict[str, Any] = {
+        "restart_policy": "Never",
+        "node_selector": NODE_SELECTOR,
+        "tolerations": [GPU_TOLERATION],
+        "termination_grace_period_seconds": 30,
+        "containers": [
+            {
+                "name": BENCH_CONTAINER,
+                "image": BENCH_IMAGE,
+                "command": bench_command(),
+                "env": bench_env(cfg, test),
+                "security_context": security,
+                "resources": {"limits": {"nvidia.com/gpu": cfg.shape.gpus}, "requests": {"nvidia.com/gpu": cfg.shape.gpus}},
+                "volume_mounts": [
+                    {"name": "runner", "mount_path": RUNNER_DIR, "read_only": True},
+                    {"name": "install-root", "mount_path": HOST_NVIDIA, "read_only": True},
+                    {"name": "gib", "mount_path": GIB_DIR, "read_only": True},
+                    {"name": "results", "mount_path": RESULTS_DIR},
+                    {"name": "dshm", "mount_path": "/dev/shm"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "runner", "config_map": {"name": runner_cm, "default_mode": 0o644}},
+            {"name": "install-root", "host_path": {"path": HOST_NVIDIA, "type": "Directory"}},
+            {"name": "gib", "host_path": {"path": GIB_HOST_DIR, "type": "DirectoryOrCreate"}},
+            {"name": "results", "empty_dir": {}},
+            {"name": "dshm", "empty_dir": {"medium": "Memory"}},
+        ],
+    }
+    if host_network:
+        spec["host_network"] = True
+        spec["dns_policy"] = "ClusterFirstWithHostNet"
+    if test == "internode":
+        spec["subdomain"] = INTERNODE_SERVICE
+        spec["affinity"] = {
+            "pod_anti_affinity": {
+                "required_during_scheduling_ignored_during_execution": [
+                    {
+                        "label_selector": {"match_labels": {TEST_LABEL: "internode"}},
+                        "topology_key": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    return spec
+
+
+def bench_pod_annotations(cfg: StackConfig, network_names: Sequence[str]) -> dict[str, str]:
+    if cfg.gke.pod_networking != "multiNetwork":
+        return {}
+    return {
+        "networking.gke.io/default-interface": "eth0",
+        "networking.gke.io/interfaces": interfaces_annotation(network_names),
+    }
+
+
+class BenchmarkJobs(pulumi.ComponentResource):
+    """The DeepEP benchmark Jobs of `cfg.benchmarks.tests`, created after the installer is Ready."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        namespace: pulumi.Input[str],
+        provider: k8s.Provider,
+        installer: InstallerDaemonSet,
+        network_names: Sequence[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gke:BenchmarkJobs", name, None, opts)
+        nets = list(network_names) if network_names is not None else default_network_names(cfg)
+        files = {f: artifacts.publish(f"gke/bench/{f}", t) for f, t in runner_files().items()}
+        self.runner = k8s.core.v1.ConfigMap(
+            f"{name}-runner",
+            metadata={"namespace": namespace, "labels": BENCH_LABELS},
+            data=files,
+            opts=_opts(provider, self),
+        )
+        after_install = [installer.daemon_set]
+        self.service: k8s.core.v1.Service | None = None
+        self.jobs: dict[str, k8s.batch.v1.Job] = {}
+        b = cfg.benchmarks
+        per_test_s = b.timeout_minutes * 60
+        for test in b.tests:
+            labels = {**BENCH_LABELS, TEST_LABEL: test}
+            depends: list[pulumi.Resource] = list(after_install)
+            if test == "internode":
+                self.service = k8s.core.v1.Service(
+                    f"{name}-internode",
+                    metadata={"name": INTERNODE_SERVICE, "namespace": namespace, "labels": BENCH_LABELS},
+                    spec={
+                        "cluster_ip": "None",
+                        "selector": {TEST_LABEL: "internode", **PART_OF},
+                        "publish_not_ready_addresses": True,
+                        "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
+                    },
+                    opts=_opts(provider, self),
+                )
+                depends.append(self.service)
+                count = cfg.node_count
+                shape: dict[str, Any] = {"completion_mode": "Indexed", "completions": count, "parallelism": count}
+            else:
+                shape = {"completions": 1, "parallelism": 1}
+            annotations = bench_pod_annotations(cfg, nets)
+            self.jobs[test] = k8s.batch.v1.Job(
+                f"{name}-{test}",
+                metadata={
+                    "name": job_name(test),
+                    "namespace": namespace,
+                    "labels": labels,
+                    "annotations": {"pulumi.com/skipAwait": "true"},
+                },
+                spec={
+                    **shape,
+                    "backoff_limit": JOB_BACKOFF_LIMIT * (shape["completions"] if test == "internode" else 1),
+                    # The NCCL check and the test, each under its timeout, plus waiting for pod 0's DNS.
+                    "active_deadline_seconds": 3 * per_test_s + 1800,
+                    "ttl_seconds_after_finished": JOB_TTL_SECONDS,
+                    "pod_failure_policy": {
+                        "rules": [
+                            # Spot preemption or a node drain is not the benchmark's failure: retry freely.
+                            {"action": "Ignore", "on_pod_conditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                            # The runner's usage error (bad arguments, node not installed) does not heal.
+                            {
+                                "action": "FailJob",
+                                "on_exit_codes": {
+                                    "container_name": BENCH_CONTAINER,
+                                    "operator": "In",
+                                    "values": [RUNNER_USAGE_EXIT],
+                                },
+                            },
+                        ]
+                    },
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": annotations},
+                        "spec": bench_pod_spec(cfg, test, self.runner.metadata.name, nets),
+                    },
+                },
+                # A changed Job template can only be replaced; its fixed name must go first.
+                opts=_opts(provider, self, depends_on=depends, delete_before_replace=True),
+            )
+        self.register_outputs({"jobs": {t: j.metadata.name for t, j in self.jobs.items()}})
+
+
+class GkeWorkloads(pulumi.ComponentResource):
+    """Namespace, installer DaemonSet and benchmark Jobs (see the module doc)."""
+
+    def __init__(
+        self,
+        name: str,
+        cfg: StackConfig,
+        provider: k8s.Provider,
+        node_pool: pulumi.Resource | None = None,
+        network_names: Sequence[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gke:Workloads", name, None, opts)
+        after_pool = [node_pool] if node_pool is not None else []
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata={"name": NAMESPACE, "labels": PART_OF},
+            opts=_opts(provider, self, depends_on=after_pool),
+        )
+        ns = self.namespace.metadata.name
+        # GKE admits system-node-critical pods outside kube-system only under a quota scoped to the class.
+        self.critical_quota = k8s.core.v1.ResourceQuota(
+            f"{name}-critical-pods",
+            metadata={"namespace": ns, "labels": PART_OF},
+            spec={
+                "hard": {"pods": "1000"},
+                "scope_selector": {
+                    "match_expressions": [
+                        {"scope_name": "PriorityClass", "operator": "In", "values": ["system-node-critical"]}
+                    ]
+                },
+            },
+            opts=_opts(provider, self),
+        )
+        self.installer = InstallerDaemonSet(
+            f"{name}-installer",
+            cfg,
+            ns,
+            provider,
+            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
+        )
+        self.benchmarks = BenchmarkJobs(
+            f"{name}-bench", cfg, ns, provider, self.installer, network_names, pulumi.ResourceOptions(parent=self)
+        )
+        self.register_outputs({"namespace": ns})
+
+
+def build_gke_workloads(
+    cfg: StackConfig,
+    k8s_provider: k8s.Provider,
+    node_pool: pulumi.Resource | None = None,
+    network_names: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Creates the workloads and returns the stack outputs they add."""
+    w = GkeWorkloads("deepep", cfg, k8s_provider, node_pool, network_names)
+    return {
+        "benchNamespace": w.namespace.metadata.name,
+        "benchJobs": {t: j.metadata.name for t, j in w.benchmarks.jobs.items()},
+        "installedVersionsHash": w.installer.versions_hash,
+        "resultsCommand": "python scripts/results.py --stack " + pulumi.get_stack(),
+    }

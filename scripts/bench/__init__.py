@@ -1,0 +1,1 @@
+"""DeepEP benchmark runner, output parser and B200 baselines (stdlib only: these files run inside pods)."""

@@ -1,0 +1,219 @@
+"""scripts/bench/run_bench.py with stand-in DeepEP tests: env handling, streaming, JSON, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts.bench import run_bench
+from tests.conftest import ROOT
+
+FIX = ROOT / "tests" / "fixtures" / "bench"
+RUN_LOG = (FIX / "h200x2_run.log").read_text()
+
+
+def _raw(test: str) -> str:
+    """The raw DeepEP output of one test from the real H200 run (runner lines removed)."""
+    seg = RUN_LOG.split(f'"test": "{test}"}}\n', 1)[1].split("[runner] end", 1)[0]
+    return seg
+
+
+def fake_deepep(tmp: Path, outputs: dict[str, str], extra: str = "") -> Path:
+    """A DeepEP checkout whose tests print `outputs[test]` (and record argv and env in tmp/seen-*.json)."""
+    tests = tmp / "DeepEP" / "tests"
+    tests.mkdir(parents=True)
+    for test, script in run_bench.DEEPEP_SCRIPTS.items():
+        text = outputs.get(test, "")
+        (tests / script).write_text(
+            "import json, os, sys, time\n"
+            f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(tmp / f'seen-{test}.json')!r}, 'w'))\n"
+            f"{extra}\n"
+            f"sys.stdout.write({text!r})\n"
+        )
+    return tmp / "DeepEP"
+
+
+def run(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    out = io.StringIO()
+    old = dict(os.environ)
+    try:
+        os.environ.update(env or {})
+        rc = run_bench.main([*args, "--results-dir", str(tmp / "results")], out=out)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return rc, out.getvalue()
+
+
+@pytest.fixture
+def deepep(tmp_path: Path) -> Path:
+    return fake_deepep(tmp_path, {"intranode": _raw("intranode"), "low-latency": _raw("low-latency")})
+
+
+def test_runs_tests_streams_output_and_writes_json(tmp_path: Path, deepep: Path) -> None:
+    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--processes", "2")
+    assert rc == 0, out
+    # Streamed: the tests' own lines appear between the runner's markers.
+    assert out.index('[runner] begin {"argv"') < out.index("[tuning] Best combine") < out.index("[runner] end")
+    results = tmp_path / "results"
+    intra = json.loads((results / "intranode.json").read_text())
+    assert intra["status"] == "passed" and intra["rc"] == 0
+    assert any(r["kind"] == "best" for r in intra["records"])
+    summary = json.loads((results / "summary.json").read_text())
+    assert [t["test"] for t in summary["tests"]] == ["intranode", "low-latency"]
+    assert summary["status"] == "passed"
+    assert (results / "low-latency.log").read_text().startswith("[runner] begin")
+
+
+def test_passes_the_stack_arguments_to_each_test(tmp_path: Path, deepep: Path) -> None:
+    rc, _ = run(
+        tmp_path,
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        "--processes",
+        "2",
+        "--hidden",
+        "4096",
+        "--topk",
+        "4",
+        "--intranode-tokens",
+        "1024",
+        "--intranode-experts",
+        "64",
+        env={"BENCH_LOW_LATENCY_TOKENS": "64", "BENCH_LOW_LATENCY_EXPERTS": "32"},
+    )
+    assert rc == 0
+    intra = json.loads((tmp_path / "seen-intranode.json").read_text())["argv"][1:]
+    assert intra == ["--num-processes", "2", "--num-tokens", "1024", "--hidden", "4096", "--num-topk", "4", "--num-experts", "64"]
+    ll = json.loads((tmp_path / "seen-low-latency.json").read_text())["argv"][1:]
+    assert ll[ll.index("--num-tokens") + 1] == "64" and ll[ll.index("--num-experts") + 1] == "32"
+
+
+def test_env_file_loaded_and_nonblocking_unset(tmp_path: Path, deepep: Path) -> None:
+    env_file = tmp_path / "unified-env.sh"
+    env_file.write_text("export NVSHMEM_HCA_PREFIX=mlx5\nexport TORCH_NCCL_USE_COMM_NONBLOCKING=0\nNOT_EXPORTED=1\n")
+    rc, out = run(
+        tmp_path,
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        "--processes",
+        "2",
+        "--env-file",
+        str(env_file),
+        "--gib-dir",
+        str(tmp_path / "no-gib"),
+        env={"TORCH_NCCL_USE_COMM_NONBLOCKING": "0", "NCCL_NVLS_ENABLE": "0"},
+    )
+    assert rc == 0, out
+    seen = json.loads((tmp_path / "seen-intranode.json").read_text())["env"]
+    assert seen["NVSHMEM_HCA_PREFIX"] == "mlx5"
+    assert seen["NOT_EXPORTED"] == "1"  # sourced with set -a, as the seeds' env scripts expect
+    assert "TORCH_NCCL_USE_COMM_NONBLOCKING" not in seen
+    assert seen["NCCL_NVLS_ENABLE"] == "0"  # the machine's own settings are kept
+    assert "NCCL_NET" not in seen
+    # Single-node tests always run as one node on loopback, whatever the pod says.
+    assert (seen["WORLD_SIZE"], seen["RANK"], seen["MASTER_ADDR"]) == ("1", "0", "127.0.0.1")
+    assert "[runner] env unset TORCH_NCCL_USE_COMM_NONBLOCKING" in out
+
+
+def test_gib_settings_only_where_the_plugin_is(tmp_path: Path) -> None:
+    gib = tmp_path / "gib"
+    env, notes = run_bench.build_env({"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, None, str(gib))
+    assert "NCCL_NET" not in env and "no gIB" in notes[-1]
+    (gib / "lib64").mkdir(parents=True)
+    (gib / "lib64" / "libnccl-net_internal.so").write_text("")
+    (gib / "configs").mkdir()
+    (gib / "configs" / "tuner_config_a4.txtpb").write_text("")
+    env, _ = run_bench.build_env({"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41"}, None, str(gib))
+    assert env["NCCL_NET"] == "gIB"
+    assert env["NCCL_IB_TC"] == "41"  # an explicit setting wins over the seed's default
+    assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4" and env["NCCL_NET_GDR_LEVEL"] == "PIX"
+    assert env["NCCL_TUNER_CONFIG_PATH"].endswith("configs/tuner_config_a4.txtpb")
+    assert env["LD_LIBRARY_PATH"] == f"/usr/local/nvidia/lib64:{gib}/lib64"
+    assert "TORCH_NCCL_USE_COMM_NONBLOCKING" not in env
+
+
+def test_failed_test_exits_1_with_the_reason(tmp_path: Path) -> None:
+    deepep = fake_deepep(tmp_path, {"intranode": (FIX / "intranode_failed.log").read_text()})
+    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "intranode")
+    assert rc == 1
+    assert "[runner] error intranode: " in out and "timeout (dispatch CPU)" in out
+    doc = json.loads((tmp_path / "results" / "intranode.json").read_text())
+    assert doc["status"] == "failed"
+
+
+def test_truncated_output_exits_1(tmp_path: Path) -> None:
+    deepep = fake_deepep(tmp_path, {"intranode": (FIX / "intranode_truncated.log").read_text()})
+    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "intranode")
+    assert rc == 1
+    assert "truncated: no '[tuning] Best combine' line" in out
+
+
+def test_timeout_kills_the_test_and_exits_1(tmp_path: Path) -> None:
+    deepep = fake_deepep(tmp_path, {"intranode": ""}, extra="print('[config] num_tokens=1, hidden=1, num_topk=1', flush=True); time.sleep(60)")
+    rc, out = run(
+        tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "intranode", "--timeout-minutes", "0.02"
+    )
+    assert rc == 1
+    doc = json.loads((tmp_path / "results" / "intranode.json").read_text())
+    assert doc["timed_out"] is True
+    assert doc["problems"][0].startswith("timeout: killed after")
+
+
+def test_failed_nccl_check_skips_deepep_and_blames_the_fabric(tmp_path: Path, deepep: Path) -> None:
+    fake_python = tmp_path / "python"
+    fake_python.write_text(
+        f'#!/bin/bash\nif [[ " $* " == *" --nccl-worker "* ]]; then echo "NCCL error: unhandled system error"; exit 1; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    fake_python.chmod(fake_python.stat().st_mode | stat.S_IEXEC)
+    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--python", str(fake_python), "--processes", "2")
+    assert rc == 1
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert [(t["test"], t["status"]) for t in summary["tests"]] == [
+        ("nccl", "failed"),
+        ("intranode", "skipped"),
+        ("low-latency", "skipped"),
+    ]
+    assert "fabric" in summary["tests"][1]["problems"][0]
+    assert not (tmp_path / "seen-intranode.json").exists()
+
+
+def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> None:
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()})
+    rc, out = run(
+        tmp_path,
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        "--tests",
+        "internode",
+        env={"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "1", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"},
+    )
+    assert rc == 0, out
+    seen = json.loads((tmp_path / "seen-internode.json").read_text())["env"]
+    assert (seen["WORLD_SIZE"], seen["RANK"], seen["MASTER_ADDR"]) == ("2", "1", "localhost")
+    assert seen["MASTER_PORT"] == "29501"  # every test its own port, the same on every node
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--tests", "nonsense"], {}, "unknown test"),
+        (["--tests", "internode"], {"WORLD_SIZE": "1"}, "internode needs WORLD_SIZE >= 2"),
+        (["--tests", "intranode"], {"WORLD_SIZE": "2"}, "only the internode test runs"),
+        (["--deepep-dir", "/nonexistent"], {"PYTHONPATH": ""}, "DeepEP's tests/ not found"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
+    rc, out = run(tmp_path, "--skip-nccl-check", *args, env=env)
+    assert rc == 2
+    assert message in out
