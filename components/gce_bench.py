@@ -5,8 +5,9 @@ GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script tha
 1. writes the rendered installer (`components.installer.render_startup_script(cfg)`, target
    `/opt/deepep`), the benchmark runner (`scripts/bench/*.py`) and the stage
    (`scripts/gce/bench_stage.py`) under `/opt/deepep/gce/`, byte for byte as rendered here;
-2. runs the installer, which resumes at its own markers and may reboot the VM once (the script then
-   starts again at the next boot and the installer carries on where it stopped);
+2. runs the installer, which resumes at its own markers and may reboot the VM once: it then exits 75
+   ("reboot scheduled", not a failure), the script stops, starts again at the next boot and the
+   installer carries on where it stopped;
 3. with the cpu NIC handler, makes sure `gdrdrv` is loaded and `/dev/gdrdrv` exists (seed 000 §7: both
    are gone after a reboot); the installer's boot unit normally did it already, this is the check;
 4. runs the stage: single-node tests, then the internode test with every VM (see bench_stage.py).
@@ -23,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from components import installer
 from components.config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,39 +37,15 @@ TEST_PYTHONS = (f"{INSTALL_ROOT}/venv/bin/python", f"{INSTALL_ROOT}/.venv/bin/py
 MASTER_PORT = 29500
 RESULTS_DIR = "/var/lib/deepep-gce/results"
 STARTUP_LOG = "/var/log/deepep-gce/startup.log"
+# The installer's exit code for "a reboot was scheduled; run me again after it" (components/installer.py).
+INSTALLER_REBOOT_EXIT = 75
 # GCE limits one metadata value to 256 KiB.
 METADATA_VALUE_LIMIT = 256 * 1024
 
 
 def installer_script(cfg: StackConfig) -> str:
-    """The installer rendered for the GCE target, from the installer issue's renderer.
-
-    Until `components/installer.py` lands, a stand-in that fails loudly is used, so that the rest of
-    the platform (and its plan) can be built and reviewed; the tests tell the two apart.
-    """
-    try:
-        from components.installer import render_startup_script  # type: ignore[attr-defined]
-    except ImportError:
-        return _missing_installer(cfg)
-    return render_startup_script(cfg)
-
-
-def installer_available() -> bool:
-    try:
-        from components.installer import render_startup_script  # type: ignore[attr-defined]  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _missing_installer(cfg: StackConfig) -> str:
-    return (
-        "#!/bin/bash\n"
-        f"# deepep-a4 installer for stack {cfg.stack}: components/installer.py was not available when this was\n"
-        "# rendered, so nothing can be installed. Update the checkout and run `pulumi up` again.\n"
-        'echo "deepep-a4: no installer was rendered into this startup script" >&2\n'
-        "exit 3\n"
-    )
+    """The installer rendered for the GCE target: the same renderer as the GKE DaemonSet's."""
+    return installer.render_startup_script(cfg)
 
 
 def run_id(cfg: StackConfig) -> str:
@@ -173,7 +151,7 @@ ensure_gdrdrv() {
 
 def render_startup_script(cfg: StackConfig) -> str:
     """The whole `startup-script` metadata value of every VM of the stack."""
-    installer = installer_script(cfg)
+    installer_text = installer_script(cfg)
     cpu_handler = cfg.nvshmem.nic_handler == "cpu"
     parts = [
         "#!/bin/bash\n",
@@ -187,7 +165,7 @@ def render_startup_script(cfg: StackConfig) -> str:
         f"exec > >(tee -a '{STARTUP_LOG}') 2>&1\n",
         'echo "[gce] boot $(date -u +%FT%TZ) $(hostname): startup script begins"\n',
         "\n# -- files ------------------------------------------------------------------------------------\n",
-        _heredoc(f"{GCE_DIR}/install.sh", installer, "0755"),
+        _heredoc(f"{GCE_DIR}/install.sh", installer_text, "0755"),
     ]
     for rel, text in shipped_files().items():
         parts.append(_heredoc(f"{GCE_DIR}/{rel}", text, "0644"))
@@ -196,8 +174,11 @@ def render_startup_script(cfg: StackConfig) -> str:
         "\n# -- install ----------------------------------------------------------------------------------\n"
         f"export DEEPEP_GCE_STARTUP_LOG='{STARTUP_LOG}'\n"
         f"if bash '{GCE_DIR}/install.sh'; then rc=0; else rc=$?; fi\n"
-        "# The installer reboots the VM once (DOCA-OFED, PeerMappingOverride): stop here, the next boot resumes.\n"
-        'if [ "$(systemctl is-system-running 2>/dev/null || true)" = stopping ]; then\n'
+        "# The installer reboots the VM once (DOCA-OFED, PeerMappingOverride) and then exits\n"
+        f"# {INSTALLER_REBOOT_EXIT}: not a failure; this script starts again at the next boot and the installer\n"
+        "# resumes there.\n"
+        f'if [ "$rc" -eq {INSTALLER_REBOOT_EXIT} ] ||\n'
+        '  [ "$(systemctl is-system-running 2>/dev/null || true)" = stopping ]; then\n'
         '  echo "[gce] a reboot is under way: the startup script resumes after it"\n'
         "  exit 0\n"
         "fi\n"

@@ -261,8 +261,6 @@ def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: 
 
 
 def test_startup_script_carries_the_stacks_versions() -> None:
-    if not gce_bench.installer_available():
-        pytest.skip("components/installer.py (the installer issue) has not landed yet")
     for overrides in ({}, {"nvshmemVersion": "3.5.20", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
         cfg = cfg_of(**overrides)
         script = gce_bench.render_startup_script(cfg)
@@ -364,11 +362,10 @@ def _timed_plan(nodes: int) -> tuple[float, int]:
 
 def test_plan_of_64_vms_is_fast_and_grows_linearly() -> None:
     _timed_plan(2)  # imports and first-run caches out of the way
-    times = {n: min(_timed_plan(n)[0] for _ in range(2)) for n in (2, 16, 64)}
+    times = {n: min(_timed_plan(n)[0] for _ in range(2)) for n in (32, 64)}
     assert _timed_plan(64)[1] == 64
     counts = {n: len(plan(STACK, nodeCount=n).resources) for n in (2, 16)}
     assert counts[16] - counts[2] == 14 * 2  # an address and an instance per VM, nothing else grows
     assert times[64] < 20, times
-    per_vm_small = (times[16] - times[2]) / 14
-    per_vm_large = (times[64] - times[16]) / 48
-    assert per_vm_large < 3 * max(per_vm_small, 0.005), times  # linear, not quadratic
+    # Doubling the fleet at most doubles the time (plus noise): quadratic work would make it 4x.
+    assert times[64] < 2.6 * times[32], times  # linear, not quadratic

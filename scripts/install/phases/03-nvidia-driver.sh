@@ -1,0 +1,56 @@
+# shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
+# Phase nvidia-driver: the open kernel modules at the pinned version (seeds: 575 on GKE, 580 on GCE),
+# unless the platform already provides exactly that version.
+
+phase_inputs() {
+  echo "install=$INSTALL_DRIVER version=$NVIDIA_DRIVER_VERSION target=$DEEPEP_TARGET"
+}
+
+loaded_driver_version() {
+  if [[ -r $SYS/proc/driver/nvidia/version ]]; then
+    grep -Eo 'Kernel Module( for x86_64)? +[0-9.]+' "$SYS/proc/driver/nvidia/version" | awk '{ print $NF }'
+  else
+    modinfo -F version nvidia 2>/dev/null || true
+  fi
+}
+
+# GKE's device plugin hands containers /home/kubernetes/bin/nvidia as /usr/local/nvidia: the driver's
+# userspace has to be there (seed 002). rdma-core is deliberately not copied (seed 003: a second
+# libibverbs there shadows the container's and breaks provider loading).
+publish_for_gke_device_plugin() {
+  local dst="$SYS/home/kubernetes/bin/nvidia" lib
+  mkdir -p "$dst/lib64" "$dst/bin"
+  for lib in "$SYS"/usr/lib/x86_64-linux-gnu/{libcuda.so*,libnvidia-*.so*,libcudadebugger.so*,libnvcuvid.so*}; do
+    [[ -e $lib ]] && cp -a "$lib" "$dst/lib64/"
+  done
+  local bin
+  for bin in nvidia-smi nvidia-debugdump nvidia-persistenced; do
+    command -v "$bin" >/dev/null && cp -L "$(command -v "$bin")" "$dst/bin/" 2>/dev/null || true
+  done
+  log "driver userspace copied to $dst/{lib64,bin} for GKE's device plugin"
+}
+
+phase_run() {
+  local have major
+  have="$(loaded_driver_version)"
+  if ((!INSTALL_DRIVER)); then
+    phase_skip "the platform installs the GPU driver (gkeGpuDriver); found ${have:-none loaded yet}"
+  fi
+  if [[ $have == "$NVIDIA_DRIVER_VERSION" ]]; then
+    [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
+    phase_skip "driver $have already present"
+  fi
+  [[ -n $have ]] && log "found driver $have; installing the pinned $NVIDIA_DRIVER_VERSION"
+  major="${NVIDIA_DRIVER_VERSION%%.*}"
+  ensure_cuda_repo
+  apt_get install "linux-headers-$(uname -r)" \
+    "nvidia-driver-$major-open=$NVIDIA_DRIVER_VERSION-*" "nvidia-dkms-$major-open=$NVIDIA_DRIVER_VERSION-*" \
+    "nvidia-utils-$major=$NVIDIA_DRIVER_VERSION-*" "libnvidia-compute-$major=$NVIDIA_DRIVER_VERSION-*"
+  # Unattended upgrades must not swap the driver under a running benchmark.
+  apt-mark hold "nvidia-driver-$major-open" "nvidia-dkms-$major-open" "nvidia-utils-$major" "libnvidia-compute-$major"
+  if ! modprobe nvidia; then
+    log "the new driver does not load next to the old one: it loads after the reboot"
+  fi
+  [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
+  log "NVIDIA open driver $NVIDIA_DRIVER_VERSION installed"
+}

@@ -1,0 +1,62 @@
+# shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
+# Phase nvshmem: NVSHMEM with IBGDA.
+# pip (default): NVIDIA's wheel, which ships nvshmem_transport_ibgda; DeepEP finds it with NVSHMEM_DIR
+#   unset and links its versioned libnvshmem_host.so.3 (reference/deepep.md). No LD_PRELOAD needed.
+# source: for versions no wheel has. IBGDA and GDRCopy on, MPI/SHMEM off (seed 000 §5.3), sm_100 only,
+#   nvcc named explicitly (seed 000 §5.4); the env file then preloads it over PyTorch's bundled copy.
+
+phase_inputs() {
+  echo "source=$NVSHMEM_SOURCE version=$NVSHMEM_VERSION cuda=$CUDA_VERSION arch=$CUDA_ARCH"
+}
+
+from_wheel() {
+  ensure_venv
+  pip_install --no-deps "$(nvshmem_wheel)==$NVSHMEM_VERSION"
+  local home
+  home="$(nvshmem_home)" || die "$(nvshmem_wheel) installed but 'import nvidia.nvshmem' fails"
+  ls "$home"/lib/libnvshmem_host.so.3* >/dev/null 2>&1 || die "the wheel has no lib/libnvshmem_host.so.3 ($home)"
+  ls "$home"/lib/nvshmem_transport_ibgda.so* >/dev/null 2>&1 ||
+    die "the $(nvshmem_wheel) $NVSHMEM_VERSION wheel has no nvshmem_transport_ibgda: IBGDA needs nvshmemSource=source"
+  log "NVSHMEM $NVSHMEM_VERSION from the pip wheel at $home (IBGDA transport present)"
+}
+
+from_source() {
+  local tarball="$CACHE/nvshmem-$NVSHMEM_VERSION.src" src="$SRC/nvshmem-$NVSHMEM_VERSION" cccl
+  fetch "$NVSHMEM_SRC_URL" "$tarball" "nvshmem-$NVSHMEM_VERSION-source"
+  rm -rf "$src" "$R/nvshmem" && mkdir -p "$src"
+  tar -xf "$tarball" -C "$src" --strip-components=1
+  cccl="$(cuda_include_flags)"
+  export CUDA_HOME CUDACXX="$CUDA_HOME/bin/nvcc"
+  export NVSHMEM_IBGDA_SUPPORT=1 NVSHMEM_USE_GDRCOPY=1 NVSHMEM_MPI_SUPPORT=0 NVSHMEM_SHMEM_SUPPORT=0
+  export NVSHMEM_PMIX_SUPPORT=0 NVSHMEM_UCX_SUPPORT=0 NVSHMEM_LIBFABRIC_SUPPORT=0 GDRCOPY_HOME="$R/gdrcopy"
+  cmake -G Ninja -S "$src" -B "$src/build" \
+    -DCMAKE_INSTALL_PREFIX="$R/nvshmem" \
+    -DCMAKE_CUDA_COMPILER="$CUDACXX" \
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
+    -DCUDA_HOME="$CUDA_HOME" \
+    -DNVSHMEM_IBGDA_SUPPORT=ON \
+    -DNVSHMEM_USE_GDRCOPY=ON \
+    -DGDRCOPY_HOME="$R/gdrcopy" \
+    -DGDRCOPY_INCLUDE="$R/gdrcopy/include" \
+    -DNVSHMEM_MPI_SUPPORT=OFF \
+    -DNVSHMEM_SHMEM_SUPPORT=OFF \
+    -DNVSHMEM_PMIX_SUPPORT=OFF \
+    -DNVSHMEM_UCX_SUPPORT=OFF \
+    -DNVSHMEM_BUILD_TESTS=OFF \
+    -DNVSHMEM_BUILD_EXAMPLES=OFF \
+    -DNVSHMEM_BUILD_PYTHON_LIB=OFF \
+    ${cccl:+-DCMAKE_CXX_FLAGS=-I$cccl -DCMAKE_CUDA_FLAGS=-I$cccl}
+  cmake --build "$src/build" -j "$(nproc)"
+  cmake --install "$src/build"
+  local f
+  for f in lib/libnvshmem_host.so lib/nvshmem_transport_ibgda.so.3 bin/nvshmem-info; do
+    [[ -e $R/nvshmem/$f ]] || die "NVSHMEM built but $R/nvshmem/$f is missing"
+  done
+  [[ "$("$R/nvshmem/bin/nvshmem-info" -a)" == *NVSHMEM_IBGDA_SUPPORT* ]] ||
+    die "nvshmem-info -a does not list IBGDA support: the build did not enable it"
+  log "NVSHMEM $NVSHMEM_VERSION built from source into $R/nvshmem (IBGDA, GDRCopy, sm_$CUDA_ARCH)"
+}
+
+phase_run() {
+  if [[ $NVSHMEM_SOURCE == source ]]; then from_source; else from_wheel; fi
+}

