@@ -114,7 +114,14 @@ KEYS: tuple[Key, ...] = (
     Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public endpoint."),
     Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
     Key("gkeGpuDriver", str, "installer", "Who installs the GPU driver: our installer or GKE.", GKE_GPU_DRIVERS),
-    Key("podNetworking", str, "hostNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
+    Key("podNetworking", str, "multiNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
+    Key(
+        "containerImage",
+        str,
+        "ubuntu:24.04",
+        "Image of the installer and benchmark containers (bash and coreutils; the stack comes from the host). "
+        "Pin it as name@sha256:<digest>.",
+    ),
     # -- GCE ---------------------------------------------------------------------------------------
     Key(
         "gceImage", str, "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64", "Boot image of the VMs."
@@ -222,6 +229,7 @@ class GkeOptions:
     deletion_protection: bool
     gpu_driver: str
     pod_networking: str
+    container_image: str
 
 
 @dataclass(frozen=True)
@@ -298,9 +306,12 @@ _NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
 _GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DEEPEP_REF_RE = re.compile(r"^(v\d+\.\d+\.\d+([-.][a-z0-9]+)?|[0-9a-f]{7,40})$")
 _TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
+_IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # GCE's max_run_duration accepts at most 120 days.
 _TTL_MAX_SECONDS = 120 * 24 * 3600
+_FLEX_START_MAX_SECONDS = 7 * 24 * 3600  # GCE's limit on a flex-start VM's max run duration
 
 
 def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
@@ -427,6 +438,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             deletion_protection=v["gkeDeletionProtection"],
             gpu_driver=v["gkeGpuDriver"],
             pod_networking=v["podNetworking"],
+            container_image=v["containerImage"],
         ),
         gce=GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
         benchmarks=BenchmarkOptions(
@@ -455,6 +467,10 @@ def _check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
     elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
         problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
+    if not _IMAGE_RE.match(v["containerImage"]):
+        problems.append(
+            Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
+        )
     if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
@@ -487,6 +503,8 @@ def _check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
             problems.append(Problem("ttl", v["ttl"], f"{prov} capacity needs a bill cap: set a duration such as 8h"))
         elif ttl is not None and not 600 <= ttl <= _TTL_MAX_SECONDS:
             problems.append(Problem("ttl", v["ttl"], "must be between 10m and 120d"))
+        elif ttl is not None and prov == "flex-start" and ttl > _FLEX_START_MAX_SECONDS:
+            problems.append(Problem("ttl", v["ttl"], "flex-start capacity runs at most 7d: set 7d or less"))
     if prov == "flex-start" and v["terminationAction"] != "DELETE":
         problems.append(
             Problem("terminationAction", v["terminationAction"], "flex-start capacity is always deleted: use DELETE")

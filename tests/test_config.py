@@ -140,6 +140,14 @@ def test_on_demand_may_run_without_ttl_and_reservation_with_name() -> None:
     assert cfg.reservation_name == "a4-res"
 
 
+def test_flex_start_ttl_is_capped_at_seven_days() -> None:
+    flex = {"provisioning": "flex-start", "terminationAction": "DELETE"}
+    [problem] = problems_of(**flex, ttl="8d")
+    assert (problem.key, problem.value) == ("ttl", "8d") and "at most 7d" in problem.allowed
+    assert config.parse({**VALID, **flex, "ttl": "7d"}, "dev").ttl_seconds == 7 * 86400
+    assert config.parse({**VALID, "provisioning": "spot", "ttl": "8d"}, "dev").ttl_seconds == 8 * 86400
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("90m", 5400), ("1d12h", 129600), ("off", None)])
 def test_ttl_parsing(text: str, seconds: int | None) -> None:
     assert config.parse_ttl(text) == seconds

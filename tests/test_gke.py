@@ -1,0 +1,431 @@
+"""GKE platform under mocks: the cluster, the A4 node pool flag by flag, identity, provider, multi-network."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+from components import config, gke_nodepool
+from scripts import plan_engine
+from tests.conftest import of_type, one, plan, stack_config
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+K8S_PROVIDER = "pulumi:providers:kubernetes"
+PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
+NETWORK = "kubernetes:networking.gke.io/v1:Network"
+STACK = "gke-b200"
+PREFIX = "deepep-gke-b200"
+RDMA_NAMES = [f"{PREFIX}-rdma-{i}" for i in range(8)]
+SECRET_SIG_KEY, SECRET_SIG_VALUE = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+@pytest.fixture(scope="module")
+def gke_plan() -> plan_engine.PlanResult:
+    return plan(STACK)
+
+
+def cluster_of(result: plan_engine.PlanResult) -> dict[str, Any]:
+    return one(result, CLUSTER)["inputs"]
+
+
+def a4_pool_of(result: plan_engine.PlanResult) -> dict[str, Any]:
+    return one(result, NODE_POOL, "gke-a4")["inputs"]
+
+
+def dig(doc: Any, path: str) -> Any:
+    """doc['a']['b'][0]... for 'a.b.0'; None where the path ends early."""
+    for part in path.split("."):
+        if isinstance(doc, list):
+            doc = doc[int(part)] if int(part) < len(doc) else None
+        elif isinstance(doc, dict):
+            doc = doc.get(part)
+        else:
+            return None
+    return doc
+
+
+# -- the cluster ------------------------------------------------------------------------------------
+
+
+def test_cluster_is_vpc_native_on_the_host_subnets_secondary_ranges(gke_plan: plan_engine.PlanResult) -> None:
+    c = cluster_of(gke_plan)
+    assert (c["network"], c["subnetwork"]) == ("a4-host-id", "a4-host-id")
+    assert c["networkingMode"] == "VPC_NATIVE"
+    assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+
+
+def test_cluster_has_dataplane_v2_and_multi_networking(gke_plan: plan_engine.PlanResult) -> None:
+    c = cluster_of(gke_plan)
+    assert c["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert c["enableMultiNetworking"] is True
+
+
+def test_cluster_nodes_are_private_with_the_configured_master_range(gke_plan: plan_engine.PlanResult) -> None:
+    private = cluster_of(gke_plan)["privateClusterConfig"]
+    assert private["enablePrivateNodes"] is True
+    assert private["masterIpv4CidrBlock"] == "172.16.0.0/28"
+    assert private["enablePrivateEndpoint"] is False  # gkePublicEndpoint defaults to true
+
+
+def test_private_endpoint_and_authorized_networks_from_config() -> None:
+    result = plan(STACK, gkePublicEndpoint=False, masterCidr="172.31.0.16/28", gkeAuthorizedNetworks=["10.200.0.0/24"])
+    c = cluster_of(result)
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert c["privateClusterConfig"]["masterIpv4CidrBlock"] == "172.31.0.16/28"
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["10.200.0.0/24"]
+    assert result.outputs["getCredentials"].endswith(" --internal-ip")
+
+
+def test_no_authorized_networks_block_without_entries(gke_plan: plan_engine.PlanResult) -> None:
+    assert "masterAuthorizedNetworksConfig" not in cluster_of(gke_plan)
+
+
+def test_workload_identity_pool_of_the_project(gke_plan: plan_engine.PlanResult) -> None:
+    assert cluster_of(gke_plan)["workloadIdentityConfig"] == {"workloadPool": "deepep-a4-demo.svc.id.goog"}
+
+
+def test_pinned_version_of_the_seed_without_a_channel(gke_plan: plan_engine.PlanResult) -> None:
+    c = cluster_of(gke_plan)
+    assert c["minMasterVersion"] == "1.33.5-gke.1162000"
+    assert c["releaseChannel"] == {"channel": "UNSPECIFIED"}
+    assert a4_pool_of(gke_plan)["version"] == "1.33.5-gke.1162000"
+
+
+def test_empty_version_follows_the_release_channel() -> None:
+    result = plan(STACK, gkeVersion="", gkeReleaseChannel="RAPID")
+    c = cluster_of(result)
+    assert c["releaseChannel"] == {"channel": "RAPID"}
+    assert "minMasterVersion" not in c
+    assert "version" not in a4_pool_of(result)
+
+
+def test_default_node_pool_is_removed(gke_plan: plan_engine.PlanResult) -> None:
+    c = cluster_of(gke_plan)
+    assert c["removeDefaultNodePool"] is True
+    assert c["initialNodeCount"] == 1
+    assert c["location"] == "asia-southeast1"
+    assert c["name"] == f"{PREFIX}-gke"
+
+
+def test_deletion_protection_is_off_by_default() -> None:
+    assert config.KEYS_BY_NAME["gkeDeletionProtection"].default is False
+    raw = {k: v for k, v in stack_config(STACK).items() if k != "deepep-a4:gkeDeletionProtection"}
+    result, _ = plan_engine.run_program(STACK, raw)
+    assert cluster_of(result)["deletionProtection"] is False
+
+
+def test_deletion_protection_can_be_turned_on() -> None:
+    assert cluster_of(plan(STACK, gkeDeletionProtection=True))["deletionProtection"] is True
+
+
+# -- the A4 node pool: every flag of the seed's `gcloud beta container node-pools create` ------------
+
+SEED_FLAGS: dict[str, tuple[str, Any]] = {
+    "--machine-type": ("nodeConfig.machineType", "a4-highgpu-8g"),
+    "--accelerator type": ("nodeConfig.guestAccelerators.0.type", "nvidia-b200"),
+    "--accelerator count": ("nodeConfig.guestAccelerators.0.count", 8),
+    "--accelerator gpu-driver-version=disabled": (
+        "nodeConfig.guestAccelerators.0.gpuDriverInstallationConfig.gpuDriverVersion",
+        "INSTALLATION_DISABLED",
+    ),
+    "--image-type": ("nodeConfig.imageType", "UBUNTU_CONTAINERD"),
+    "--disk-type": ("nodeConfig.diskType", "hyperdisk-balanced"),
+    "--disk-size": ("nodeConfig.diskSizeGb", 1000),
+    "--ephemeral-storage-local-ssd count": ("nodeConfig.ephemeralStorageLocalSsdConfig.localSsdCount", 32),
+    "--metadata disable-legacy-endpoints": ("nodeConfig.metadata.disable-legacy-endpoints", "true"),
+    "--node-locations": ("nodeLocations", ["asia-southeast1-b"]),
+    "--region": ("location", "asia-southeast1"),
+    "--cluster": ("cluster", f"{PREFIX}-gke"),
+    "--node-version": ("version", "1.33.5-gke.1162000"),
+    "--spot": ("nodeConfig.spot", True),
+    "--num-nodes": ("nodeCount", 2),
+    "--enable-private-nodes": ("networkConfig.enablePrivateNodes", True),
+    "--enable-autoupgrade": ("management.autoUpgrade", True),
+    "--enable-autorepair": ("management.autoRepair", True),
+    "--max-surge-upgrade": ("upgradeSettings.maxSurge", 1),
+    "--max-unavailable-upgrade": ("upgradeSettings.maxUnavailable", 0),
+    "--shielded-integrity-monitoring": ("nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", True),
+    "--no-shielded-secure-boot": ("nodeConfig.shieldedInstanceConfig.enableSecureBoot", False),
+    "--placement-type=COMPACT": ("placementPolicy.type", "COMPACT"),
+    # Not in the seed's line, needed by this design:
+    "gVNIC": ("nodeConfig.gvnic.enabled", True),
+    "workload identity on the node": ("nodeConfig.workloadMetadataConfig.mode", "GKE_METADATA"),
+    "bill cap (ttl 8h)": ("nodeConfig.maxRunDuration", "28800s"),
+    "label for the workloads": (f"nodeConfig.labels.{gke_nodepool.NODE_POOL_LABEL_KEY}", "a4"),
+    "stack labels on the node VMs": ("nodeConfig.resourceLabels", {"deepep-a4-stack": STACK, "managed-by": "pulumi"}),
+    "GPU taint": (
+        "nodeConfig.taints",
+        [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+    ),
+    "least-privilege account (not --scopes on the default one)": (
+        "nodeConfig.serviceAccount",
+        "deepep-gke-b200-nodes@deepep-a4-demo.iam.gserviceaccount.com",
+    ),
+}
+
+
+@pytest.mark.parametrize("flag", list(SEED_FLAGS))
+def test_a4_pool_carries_seed_flag(gke_plan: plan_engine.PlanResult, flag: str) -> None:
+    path, expected = SEED_FLAGS[flag]
+    assert dig(a4_pool_of(gke_plan), path) == expected, f"{flag}: {path}"
+
+
+def test_a4_pool_has_nine_additional_networks_in_nic_order(gke_plan: plan_engine.PlanResult) -> None:
+    nets = a4_pool_of(gke_plan)["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert nets == [{"network": f"{PREFIX}-gvnic", "subnetwork": f"{PREFIX}-gvnic"}] + [
+        {"network": f"{PREFIX}-rdma", "subnetwork": name} for name in RDMA_NAMES
+    ]
+
+
+def test_node_pool_label_contract() -> None:
+    assert (gke_nodepool.NODE_POOL_LABEL_KEY, gke_nodepool.NODE_POOL_LABEL_VALUE) == ("deepep-a4/node-pool", "a4")
+
+
+@pytest.mark.parametrize(
+    ("driver", "expected"), [("installer", "INSTALLATION_DISABLED"), ("DEFAULT", "DEFAULT"), ("LATEST", "LATEST")]
+)
+def test_gpu_driver_modes(driver: str, expected: str) -> None:
+    pool = a4_pool_of(plan(STACK, gkeGpuDriver=driver))
+    accel = pool["nodeConfig"]["guestAccelerators"]
+    assert accel == [{"type": "nvidia-b200", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": expected}}]
+
+
+CAPACITY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # provisioning: (overrides, expected values by path; None = absent)
+    "spot": (
+        {},
+        {
+            "nodeConfig.spot": True,
+            "nodeConfig.flexStart": None,
+            "nodeConfig.reservationAffinity": None,
+            "nodeCount": 2,
+            "autoscaling": None,
+            "management.autoRepair": True,
+        },
+    ),
+    "reservation": (
+        {"reservationName": "a4-res-1", "ttl": "off"},
+        {
+            "nodeConfig.spot": None,
+            "nodeConfig.reservationAffinity": {
+                "consumeReservationType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": ["a4-res-1"],
+            },
+            "nodeConfig.maxRunDuration": None,
+            "nodeCount": 2,
+        },
+    ),
+    "flex-start": (
+        {"ttl": "2h"},
+        {
+            "nodeConfig.spot": None,
+            "nodeConfig.flexStart": True,
+            "nodeConfig.reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+            "nodeConfig.maxRunDuration": "7200s",
+            "nodeCount": None,
+            "initialNodeCount": 0,
+            "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"},
+            "management.autoRepair": False,
+        },
+    ),
+    "on-demand": (
+        {"ttl": "off"},
+        {
+            "nodeConfig.spot": None,
+            "nodeConfig.flexStart": None,
+            "nodeConfig.reservationAffinity": None,
+            "nodeConfig.maxRunDuration": None,
+            "nodeCount": 2,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("provisioning", list(CAPACITY))
+def test_each_provisioning_mode(provisioning: str) -> None:
+    overrides, expected = CAPACITY[provisioning]
+    pool = a4_pool_of(plan(STACK, provisioning=provisioning, **overrides))
+    for path, value in expected.items():
+        assert dig(pool, path) == value, f"{provisioning}: {path}"
+    assert dig(pool, "nodeConfig.guestAccelerators.0.type") == "nvidia-b200"
+
+
+def test_on_demand_keeps_a_ttl_when_set() -> None:
+    pool = a4_pool_of(plan(STACK, provisioning="on-demand", ttl="90m"))
+    assert pool["nodeConfig"]["maxRunDuration"] == "5400s"
+
+
+def test_placement_none_and_no_local_ssd() -> None:
+    pool = a4_pool_of(plan(STACK, placement="none", localSsdCount=0))
+    assert "placementPolicy" not in pool
+    assert "ephemeralStorageLocalSsdConfig" not in pool["nodeConfig"]
+
+
+def test_node_count_from_config() -> None:
+    assert a4_pool_of(plan(STACK, nodeCount=4))["nodeCount"] == 4
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "fragment"),
+    [
+        ({"provisioning": "flex-start", "reservationName": "r1"}, "reservationName", "only used with"),
+        ({"nodeCount": 151}, "nodeCount", "compact placement allows at most 150"),
+        ({"gkeGpuDriver": "disabled"}, "gkeGpuDriver", "one of: installer, DEFAULT, LATEST"),
+        ({"podNetworking": "sriov"}, "podNetworking", "one of: hostNetwork, multiNetwork"),
+    ],
+)
+def test_bad_gke_combinations_are_refused_by_the_config_model(raw: dict[str, Any], key: str, fragment: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.parse(plan_engine.project_keys(stack_config(STACK, **raw)), STACK)
+    assert any(p.key == key and fragment in p.allowed for p in err.value.problems), err.value
+
+
+# -- identity and the system pool -------------------------------------------------------------------
+
+
+def test_nodes_have_a_dedicated_account_with_exactly_three_roles(gke_plan: plan_engine.PlanResult) -> None:
+    account = one(gke_plan, ACCOUNT)["inputs"]
+    assert account["accountId"] == "deepep-gke-b200-nodes"
+    grants = of_type(gke_plan, IAM_MEMBER)
+    assert sorted(g["inputs"]["role"] for g in grants) == [
+        "roles/artifactregistry.reader",
+        "roles/logging.logWriter",
+        "roles/monitoring.metricWriter",
+    ]
+    for g in grants:
+        assert g["inputs"]["member"] == "serviceAccount:deepep-gke-b200-nodes@deepep-a4-demo.iam.gserviceaccount.com"
+        assert g["inputs"]["project"] == "deepep-a4-demo"
+
+
+def test_service_account_id_fits_gcp_limits() -> None:
+    assert gke_nodepool.service_account_id("a" * 30) == "a" * 24 + "-nodes"
+    assert 6 <= len(gke_nodepool.service_account_id("ab")) <= 30
+
+
+def test_system_pool_is_small_untainted_and_uses_the_node_account(gke_plan: plan_engine.PlanResult) -> None:
+    pool = one(gke_plan, NODE_POOL, "gke-system")["inputs"]
+    assert pool["nodeCount"] == 1
+    assert pool["nodeLocations"] == ["asia-southeast1-b"]
+    node = pool["nodeConfig"]
+    assert node["machineType"] == "e2-standard-4"
+    assert "taints" not in node and "guestAccelerators" not in node
+    assert node["serviceAccount"] == a4_pool_of(gke_plan)["nodeConfig"]["serviceAccount"]
+    assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+    assert pool["networkConfig"] == {"enablePrivateNodes": True}
+    assert len(of_type(gke_plan, NODE_POOL)) == 2
+
+
+# -- the Kubernetes provider -------------------------------------------------------------------------
+
+
+def k8s_without_explicit_provider(result: plan_engine.PlanResult, provider_name: str) -> list[str]:
+    return [
+        r["name"] for r in result.resources if r["type"].startswith("kubernetes:") and r["provider"] != provider_name
+    ]
+
+
+@pytest.mark.parametrize("pod_networking", ["hostNetwork", "multiNetwork"])
+def test_every_kubernetes_resource_uses_the_explicit_provider(pod_networking: str) -> None:
+    result = plan(STACK, podNetworking=pod_networking)
+    provider = one(result, K8S_PROVIDER)
+    assert provider["name"] == "gke-k8s"
+    k8s_resources = [r for r in result.resources if r["type"].startswith("kubernetes:")]
+    assert len(k8s_resources) >= 18 + 5  # the multi-network objects and at least the workloads' core
+    assert k8s_without_explicit_provider(result, "gke-k8s") == []
+
+
+def test_the_provider_check_catches_a_resource_on_the_default_provider() -> None:
+    def program() -> None:
+        explicit = k8s.Provider("gke-k8s", kubeconfig="{}")
+        k8s.core.v1.ConfigMap("good", opts=pulumi.ResourceOptions(provider=explicit))
+        k8s.core.v1.ConfigMap("stray")
+
+    result, _ = plan_engine.run_program(STACK, stack_config(STACK), program)
+    assert k8s_without_explicit_provider(result, "gke-k8s") == ["stray"]
+
+
+def test_kubeconfig_uses_the_auth_plugin_and_the_cluster_endpoint(gke_plan: plan_engine.PlanResult) -> None:
+    wrapped = one(gke_plan, K8S_PROVIDER)["inputs"]["kubeconfig"]
+    # Pulumi's wire form of a secret: the provider receives (and the state stores) it encrypted.
+    assert wrapped[SECRET_SIG_KEY] == SECRET_SIG_VALUE
+    kubeconfig = json.loads(wrapped["value"])
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    assert cluster["server"] == "https://203.0.113.10"
+    assert cluster["certificate-authority-data"] == plan_engine.MOCK_CA_CERT
+    user = kubeconfig["users"][0]["user"]
+    assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert "token" not in user and "client-key-data" not in user
+    assert kubeconfig["current-context"] == f"gke_deepep-a4-demo_asia-southeast1_{PREFIX}-gke"
+
+
+def test_outputs_name_the_cluster_pool_and_keep_the_kubeconfig_secret(gke_plan: plan_engine.PlanResult) -> None:
+    out = gke_plan.outputs
+    assert out["clusterName"] == f"{PREFIX}-gke"
+    assert out["clusterLocation"] == "asia-southeast1"
+    assert out["nodePool"] == "a4-highgpu-8g"
+    assert out["getCredentials"] == (
+        f"gcloud container clusters get-credentials {PREFIX}-gke --location asia-southeast1 --project deepep-a4-demo"
+    )
+    assert out["kubeconfig"] == "[secret]"
+
+
+# -- multi-network objects ---------------------------------------------------------------------------
+
+
+def in_nic_order(resources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Registration order is not creation order: sort gvnic-1 first, then rdma-0..7."""
+    names = [f"{PREFIX}-gvnic-1", *RDMA_NAMES]
+    return sorted((r["inputs"] for r in resources), key=lambda i: names.index(i["metadata"]["name"]))
+
+
+@pytest.mark.parametrize("pod_networking", ["hostNetwork", "multiNetwork"])
+def test_eighteen_multi_network_objects_in_nic_order(pod_networking: str) -> None:
+    result = plan(STACK, podNetworking=pod_networking)
+    params = in_nic_order(of_type(result, PARAM_SET))
+    networks = in_nic_order(of_type(result, NETWORK))
+    assert len(params) == len(networks) == 9
+    names = [f"{PREFIX}-gvnic-1", *RDMA_NAMES]
+    assert [p["metadata"]["name"] for p in params] == names
+    assert [p["apiVersion"] for p in params + networks] == ["networking.gke.io/v1"] * 18
+    assert params[0]["spec"] == {"vpc": f"{PREFIX}-gvnic", "vpcSubnet": f"{PREFIX}-gvnic", "deviceMode": "NetDevice"}
+    for i, p in enumerate(params[1:]):
+        assert p["spec"] == {"vpc": f"{PREFIX}-rdma", "vpcSubnet": RDMA_NAMES[i], "deviceMode": "RDMA"}
+    assert [n["metadata"]["name"] for n in networks] == names
+    for n in networks:
+        assert n["spec"] == {
+            "type": "Device",
+            "parametersRef": {
+                "group": "networking.gke.io",
+                "kind": "GKENetworkParamSet",
+                "name": n["metadata"]["name"],
+            },
+        }
+
+
+def test_multi_network_pods_name_the_eight_rdma_networks_in_order() -> None:
+    result = plan(STACK, podNetworking="multiNetwork")
+    jobs = of_type(result, "kubernetes:batch/v1:Job")
+    assert jobs
+    for job in jobs:
+        pod = job["inputs"]["spec"]["template"]
+        assert not pod["spec"].get("hostNetwork")
+        if job["inputs"]["metadata"]["name"] == "deepep-intranode":
+            continue  # NVLink only: gets no NICs
+        annotation = pod["metadata"]["annotations"]["networking.gke.io/interfaces"]
+        named = [i["network"] for i in json.loads(annotation)]
+        assert [n for n in named if n in RDMA_NAMES] == RDMA_NAMES
+
+
+def test_host_network_pods_carry_no_interface_annotation() -> None:
+    for job in of_type(plan(STACK, podNetworking="hostNetwork"), "kubernetes:batch/v1:Job"):
+        pod = job["inputs"]["spec"]["template"]
+        assert pod["spec"]["hostNetwork"] is True
+        assert "networking.gke.io/interfaces" not in (pod["metadata"].get("annotations") or {})
