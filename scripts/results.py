@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -235,7 +236,7 @@ class Row:
     nodes: int | None
     extra: str = ""
     baseline: bl.Baseline | None = None
-    references: list[bl.Baseline] = field(default_factory=list)
+    references: list[bl.Baseline] = dataclasses.field(default_factory=list)  # `field` is a column here
     ratio: float | None = None
     gate: str = "n/a"  # pass | FAIL | n/a
 
@@ -604,7 +605,19 @@ CSV_FIELDS = [
     "ratio",
     "gate",
 ]
-SWEEP_FIELDS = ["origin", "test", "op", "dtype", "sms", "nvl_chunk", "rdma_chunk", "nvl_bw", "rdma_bw", "time", "notify"]
+SWEEP_FIELDS = [
+    "origin",
+    "test",
+    "op",
+    "dtype",
+    "sms",
+    "nvl_chunk",
+    "rdma_chunk",
+    "nvl_bw",
+    "rdma_bw",
+    "time",
+    "notify",
+]
 
 
 def write_csv(report: Report, out: Path) -> None:
@@ -699,12 +712,14 @@ def write_report(report: Report, out: Path, plots: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("sources", nargs="*", help="log files or folders, k8s:NAMESPACE, or a registered scheme")
     ap.add_argument("--stack", help="read the stack's benchmark Jobs, kubeconfig output and benchGateRatio")
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig for k8s: sources")
     ap.add_argument("--namespace", default=None, help="namespace of the benchmark Jobs (k8s: without one)")
-    ap.add_argument("--gate-ratio", type=float, help=f"fraction of the baseline that passes (default {DEFAULT_GATE_RATIO})")
+    ap.add_argument(
+        "--gate-ratio", type=float, help=f"fraction of the baseline that passes (default {DEFAULT_GATE_RATIO})"
+    )
     ap.add_argument("--out", default=None, help="report folder (default build/report[/STACK])")
     ap.add_argument("--no-plots", action="store_true")
     args = ap.parse_args(argv)

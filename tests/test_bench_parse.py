@@ -16,8 +16,8 @@ FIX = ROOT / "tests" / "fixtures" / "bench"
 PARSE = [sys.executable, str(ROOT / "scripts" / "bench" / "parse.py")]
 
 
-def one(text: str, test: str | None = None, expect: bp.Expect = bp.Expect()) -> bp.Result:
-    results = bp.parse_log(text, test, expect)
+def one(text: str, test: str | None = None, expect: bp.Expect | None = None) -> bp.Result:
+    results = bp.parse_log(text, test, expect or bp.Expect())
     assert len(results) == 1, [r.test for r in results]
     return results[0]
 
@@ -54,7 +54,13 @@ def test_layout_line() -> None:
 @pytest.mark.parametrize(
     ("line", "dtype", "topk", "asy", "prev"),
     [
-        ("[testing] Running with BF16, without top-k (async=False, previous=False) ... passed", "BF16", False, False, False),
+        (
+            "[testing] Running with BF16, without top-k (async=False, previous=False) ... passed",
+            "BF16",
+            False,
+            False,
+            False,
+        ),
         ("[testing] Running with FP8, with top-k (async=True, previous=True) ... passed", "FP8", True, True, True),
     ],
 )
@@ -125,8 +131,10 @@ def test_internode_lines_older_format_of_the_gke_seed() -> None:
     """'notify + transmit us': the bandwidth is computed from the second figure."""
     lines = [
         "[tuning] SMs 24, NVL chunk 4, RDMA chunk 4: 867 + 2008 us, 30.04 GB/s (RDMA), 98.10 GB/s (NVL) ",
-        "[tuning] Best dispatch (FP8): SMs 24, NVL chunk 40, RDMA chunk 16: 229 + 1391 us, 43.36 GB/s (RDMA), 141.61 GB/s (NVL)",
-        "[tuning] Best combine: SMs 24, NVL chunk 4, RDMA chunk 20, 778.64 + 2681.00 us, 43.63 GB/s (RDMA), 142.49 GB/s (NVL)",
+        "[tuning] Best dispatch (FP8): SMs 24, NVL chunk 40, RDMA chunk 16: 229 + 1391 us, "
+        "43.36 GB/s (RDMA), 141.61 GB/s (NVL)",
+        "[tuning] Best combine: SMs 24, NVL chunk 4, RDMA chunk 20, 778.64 + 2681.00 us, "
+        "43.63 GB/s (RDMA), 142.49 GB/s (NVL)",
     ]
     sweep, best_d, best_c = bp.parse_segment(bp.Segment(None, list(enumerate(lines, 1))))
     assert sweep["test"] == "internode"
@@ -168,7 +176,8 @@ def test_allocation_line_and_noise_are_not_results() -> None:
 def test_nccl_check_lines() -> None:
     res = one(
         "[nccl] init: world 2, nodes 1, torch 2.11.0+cu130, NCCL 2.28.9\n[nccl] all-to-all check: passed\n"
-        "[nccl] all-to-all: ranks 2, size 268435456 B per rank, avg_t: 478.72 us, algbw: 560.74 GB/s, busbw: 280.37 GB/s\n"
+        "[nccl] all-to-all: ranks 2, size 268435456 B per rank, avg_t: 478.72 us, "
+        "algbw: 560.74 GB/s, busbw: 280.37 GB/s\n"
     )
     assert res.test == "nccl" and res.passed
     (r,) = recs(res, "nccl")
@@ -213,12 +222,31 @@ def test_real_h200_runner_log_three_tests_pass() -> None:
     nccl, intra, ll = results
     assert nccl.summary["values"]["busbw_max"] == 280.37
     assert intra.summary["cases_passed"] == 24
-    assert intra.summary["values"] == {"dispatch_FP8_nvl_bw": 233.3, "dispatch_BF16_nvl_bw": 331.99, "combine_nvl_bw": 292.0}
+    assert intra.summary["values"] == {
+        "dispatch_FP8_nvl_bw": 233.3,
+        "dispatch_BF16_nvl_bw": 331.99,
+        "combine_nvl_bw": 292.0,
+    }
     sweeps = recs(intra, "sweep")
     assert sum(1 for s in sweeps if (s["name"], s["dtype"]) == ("dispatch", "FP8")) == 16
     assert sum(1 for s in sweeps if s["name"] == "combine") == 17
     assert ll.begin is not None and ll.begin["processes"] == 2
     assert {r["rank"] for r in recs(ll, "rank", "dispatch+combine")} == {0, 1}
+
+
+def test_real_h200_run_without_capabilities_matches_the_runners_own_summary() -> None:
+    """Second device run (2026-11-22, 2 x H200, no capabilities): the saved log, parsed here, gives what the
+    runner recorded in summary.json on the device."""
+    log = (FIX / "h200x2_nocaps_run.log").read_text()
+    assert "CapEff:\t0000000000000000" in log and "NoNewPrivs:\t1" in log
+    summary = json.loads((FIX / "h200x2_nocaps_summary.json").read_text())
+    results = bp.parse_log(log)
+    assert [r.test for r in results] == [t["test"] for t in summary["tests"]] == ["nccl", "intranode", "low-latency"]
+    for res, recorded in zip(results, summary["tests"], strict=True):
+        assert res.passed and recorded["status"] == "passed", res.problems
+        assert res.summary["values"] == recorded["values"]
+    # The NVSHMEM IBGDA warnings of a host without RDMA NICs do not fail the low-latency test.
+    assert log.count("init failed for transport: IBGDA") == 2
 
 
 def test_interleaved_rank_lines_of_eight_ranks() -> None:
@@ -262,7 +290,7 @@ def test_runner_timeout_is_reported() -> None:
 
 def test_runner_begin_without_end_is_truncated() -> None:
     text = (FIX / "h200x2_run.log").read_text().split('[runner] end {"rc": 0, "seconds": 13.8')[0]
-    intra = [r for r in bp.parse_log(text) if r.test == "intranode"][0]
+    intra = next(r for r in bp.parse_log(text) if r.test == "intranode")
     assert "truncated: the runner never reported the end of this test" in intra.problems
 
 

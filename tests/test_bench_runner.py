@@ -91,7 +91,18 @@ def test_passes_the_stack_arguments_to_each_test(tmp_path: Path, deepep: Path) -
     )
     assert rc == 0
     intra = json.loads((tmp_path / "seen-intranode.json").read_text())["argv"][1:]
-    assert intra == ["--num-processes", "2", "--num-tokens", "1024", "--hidden", "4096", "--num-topk", "4", "--num-experts", "64"]
+    assert intra == [
+        "--num-processes",
+        "2",
+        "--num-tokens",
+        "1024",
+        "--hidden",
+        "4096",
+        "--num-topk",
+        "4",
+        "--num-experts",
+        "64",
+    ]
     ll = json.loads((tmp_path / "seen-low-latency.json").read_text())["argv"][1:]
     assert ll[ll.index("--num-tokens") + 1] == "64" and ll[ll.index("--num-experts") + 1] == "32"
 
@@ -158,8 +169,12 @@ def test_truncated_output_exits_1(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_test_and_exits_1(tmp_path: Path) -> None:
-    deepep = fake_deepep(tmp_path, {"intranode": ""}, extra="print('[config] num_tokens=1, hidden=1, num_topk=1', flush=True); time.sleep(60)")
-    rc, out = run(
+    deepep = fake_deepep(
+        tmp_path,
+        {"intranode": ""},
+        extra="print('[config] num_tokens=1, hidden=1, num_topk=1', flush=True); time.sleep(60)",
+    )
+    rc, _ = run(
         tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "intranode", "--timeout-minutes", "0.02"
     )
     assert rc == 1
@@ -171,11 +186,12 @@ def test_timeout_kills_the_test_and_exits_1(tmp_path: Path) -> None:
 def test_failed_nccl_check_skips_deepep_and_blames_the_fabric(tmp_path: Path, deepep: Path) -> None:
     fake_python = tmp_path / "python"
     fake_python.write_text(
-        f'#!/bin/bash\nif [[ " $* " == *" --nccl-worker "* ]]; then echo "NCCL error: unhandled system error"; exit 1; fi\n'
+        '#!/bin/bash\nif [[ " $* " == *" --nccl-worker "* ]]; then\n'
+        '  echo "NCCL error: unhandled system error"; exit 1\nfi\n'
         f'exec {sys.executable} "$@"\n'
     )
     fake_python.chmod(fake_python.stat().st_mode | stat.S_IEXEC)
-    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--python", str(fake_python), "--processes", "2")
+    rc, _ = run(tmp_path, "--deepep-dir", str(deepep), "--python", str(fake_python), "--processes", "2")
     assert rc == 1
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert [(t["test"], t["status"]) for t in summary["tests"]] == [

@@ -46,7 +46,11 @@ def test_every_baseline_names_its_seed() -> None:
 
 def test_h200_run_is_compared_with_the_2_gpu_b200_baseline_of_seed_001() -> None:
     rep = report_of(FIX / "h200x2_run.log")
-    assert [(r.test, r.status) for r in rep.runs] == [("nccl", "passed"), ("intranode", "passed"), ("low-latency", "passed")]
+    assert [(r.test, r.status) for r in rep.runs] == [
+        ("nccl", "passed"),
+        ("intranode", "passed"),
+        ("low-latency", "passed"),
+    ]
     bf16 = row(rep, "intranode", "dispatch", "BF16", "nvl_bw")
     assert bf16.value == 331.99 and bf16.baseline is not None and bf16.baseline.value == 334.79
     assert bf16.ratio == pytest.approx(331.99 / 334.79) and bf16.gate == "pass"
@@ -187,7 +191,10 @@ def test_report_markdown_csv_json_and_plots(tmp_path: Path) -> None:
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
     ok = subprocess.run(
-        [*RESULTS, str(FIX / "h200x2_run.log"), "--out", str(tmp_path / "ok")], capture_output=True, text=True, check=False
+        [*RESULTS, str(FIX / "h200x2_run.log"), "--out", str(tmp_path / "ok")],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert ok.returncode == 0, ok.stderr
     assert "gate: PASS" in ok.stdout and (tmp_path / "ok" / "report.md").is_file()
@@ -201,5 +208,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert "of the baseline 81" in bad.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    none = subprocess.run([*RESULTS, str(empty), "--out", str(tmp_path / "none")], capture_output=True, text=True, check=False)
+    none = subprocess.run(
+        [*RESULTS, str(empty), "--out", str(tmp_path / "none")], capture_output=True, text=True, check=False
+    )
     assert none.returncode == 2

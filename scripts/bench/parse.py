@@ -64,7 +64,8 @@ RE_INTRA_BEST_COMBINE = re.compile(
 # and, for the best combine, "RDMA chunk R, U + T us, ...".
 _INTER_BODY = (
     rf"SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), RDMA chunk (?P<rdma>\d+)"
-    rf"(?:, transmit: (?P<t>{_N}) us, notify: (?P<notify>{_N}) us, BW: |[:,] (?P<notify_old>{_N}) \+ (?P<t_old>{_N}) us, )"
+    rf"(?:, transmit: (?P<t>{_N}) us, notify: (?P<notify>{_N}) us, BW: "
+    rf"|[:,] (?P<notify_old>{_N}) \+ (?P<t_old>{_N}) us, )"
     rf"(?P<rdma_bw>{_N}) GB/s \(RDMA\), (?P<nvl_bw>{_N}) GB/s \(NVL\)$"
 )
 RE_INTER_SWEEP = re.compile(r"^\[tuning\] " + _INTER_BODY)
@@ -431,7 +432,9 @@ class Expect:
     nodes: int | None = None
 
 
-def check(test: str | None, recs: list[dict[str, Any]], seg: Segment | None = None, expect: Expect = Expect()) -> list[str]:
+def check(
+    test: str | None, recs: list[dict[str, Any]], seg: Segment | None = None, expect: Expect = Expect()
+) -> list[str]:
     """Every reason why `recs` are not a complete, passed run of `test`; empty when it passed."""
     problems: list[str] = []
     if test is None:
@@ -503,7 +506,7 @@ def check(test: str | None, recs: list[dict[str, Any]], seg: Segment | None = No
 
 def summarize(test: str | None, recs: list[dict[str, Any]], problems: list[str]) -> dict[str, Any]:
     cases = [r for r in recs if r["kind"] == "case"]
-    values: dict[str, float] = {}
+    values: dict[str, float | None] = {}
     for r in recs:
         if r["kind"] == "best":
             for k in ("nvl_bw", "rdma_bw"):
@@ -561,7 +564,7 @@ def parse_log(text: str, test: str | None = None, expect: Expect = Expect()) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("log", help="a log file, or - for standard input")
     ap.add_argument("--test", choices=TESTS, help="the test of a raw log (told from its lines if not given)")
     ap.add_argument("--processes", type=int, help="processes per node the test ran with (checks every rank printed)")

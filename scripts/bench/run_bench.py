@@ -226,7 +226,11 @@ def run_test(
     run.status = "passed" if not run.problems else "failed"
     doc = {**asdict(run), "records": records, "host": socket.gethostname()}
     (results_dir / f"{run.test}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    log(out, "result", {"test": run.test, "status": run.status, "problems": run.problems, "values": run.summary.get("values", {})})
+    log(
+        out,
+        "result",
+        {"test": run.test, "status": run.status, "problems": run.problems, "values": run.summary.get("values", {})},
+    )
     for p in run.problems:
         log(out, "error", f"{run.test}: {p}")
     return run
@@ -236,15 +240,19 @@ def run_test(
 
 
 def nccl_worker(local_rank: int, args: argparse.Namespace) -> None:  # pragma: no cover - needs GPUs
-    import torch
-    import torch.distributed as dist
+    import torch  # pyright: ignore[reportMissingImports]
+    import torch.distributed as dist  # pyright: ignore[reportMissingImports]
 
     procs, nodes, node_rank = args.processes, args.nodes, args.node_rank
     world, rank = nodes * procs, node_rank * procs + local_rank
     torch.cuda.set_device(local_rank)
     device = torch.device(f"cuda:{local_rank}")
     dist.init_process_group(
-        "nccl", init_method=f"tcp://{args.master_addr}:{args.master_port}", world_size=world, rank=rank, device_id=device
+        "nccl",
+        init_method=f"tcp://{args.master_addr}:{args.master_port}",
+        world_size=world,
+        rank=rank,
+        device_id=device,
     )
     if rank == 0:
         nccl = ".".join(map(str, torch.cuda.nccl.version()))
@@ -292,7 +300,7 @@ def nccl_worker(local_rank: int, args: argparse.Namespace) -> None:  # pragma: n
 
 
 def nccl_worker_main(args: argparse.Namespace) -> int:  # pragma: no cover - needs GPUs
-    import torch.multiprocessing as mp
+    import torch.multiprocessing as mp  # pyright: ignore[reportMissingImports]
 
     mp.spawn(nccl_worker, args=(args,), nprocs=args.processes)
     return 0
@@ -302,7 +310,11 @@ def nccl_worker_main(args: argparse.Namespace) -> int:  # pragma: no cover - nee
 
 
 def test_argv(test: str, args: argparse.Namespace, script_dir: Path) -> list[str]:
-    tokens = {"intranode": args.intranode_tokens, "low-latency": args.low_latency_tokens, "internode": args.internode_tokens}
+    tokens = {
+        "intranode": args.intranode_tokens,
+        "low-latency": args.low_latency_tokens,
+        "internode": args.internode_tokens,
+    }
     experts = {
         "intranode": args.intranode_experts,
         "low-latency": args.low_latency_experts,
@@ -342,7 +354,7 @@ def wait_resolvable(host: str, timeout_s: float, out: TextIO) -> bool:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     e = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--tests", default=e("BENCH_TESTS", "intranode,low-latency"), help="comma-separated DeepEP tests")
     ap.add_argument("--deepep-dir", default=e("DEEPEP_DIR", ""), help="DeepEP checkout holding tests/")
     ap.add_argument("--env-file", default=e("DEEPEP_ENV_FILE", ""), help="the installer's environment file")

@@ -1,0 +1,94 @@
+"""Pod security of the GKE workloads: network policies, the image, and the scanner's exceptions."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import config
+from components import gke_pod_security as security
+from components import gke_workloads as gw
+from scripts import plan_engine
+from tests.conftest import stack_config
+from tests.test_gke_workloads import JOB, STACK, Built, build
+
+DIGEST = "ubuntu@sha256:" + "ab" * 32
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+
+
+@pytest.fixture(scope="module")
+def tagged() -> Built:
+    return build()
+
+
+def skipped_checks(annotations: dict[str, str]) -> dict[str, str]:
+    found = {}
+    for key, value in annotations.items():
+        if key.startswith("checkov.io/skip"):
+            check, _, reason = value.partition("=")
+            found[check] = reason
+    return found
+
+
+def test_benchmark_pods_admit_only_each_other_and_the_installer_nothing(tagged: Built) -> None:
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in tagged.of(POLICY)}
+    bench = policies["deepep-bench-only"]
+    selector = bench["podSelector"]["matchLabels"]
+    assert bench["policyTypes"] == ["Ingress"]
+    assert bench["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    for job in tagged.of(JOB):  # every benchmark pod is selected by it
+        labels = job.inputs["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items()
+    installer = policies["deepep-installer-no-ingress"]
+    assert installer["policyTypes"] == ["Ingress"] and "ingress" not in installer
+    pod_labels = tagged.one(DAEMONSET).inputs["spec"]["template"]["metadata"]["labels"]
+    assert installer["podSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_every_container_runs_the_stacks_image(tagged: Built) -> None:
+    b = build(containerImage=DIGEST)
+    ds = b.one(DAEMONSET).inputs["spec"]["template"]["spec"]
+    images = [c["image"] for c in ds["initContainers"] + ds["containers"]]
+    images += [c["image"] for j in b.of(JOB) for c in j.inputs["spec"]["template"]["spec"]["containers"]]
+    assert images and set(images) == {DIGEST}
+
+
+def test_a_tagged_image_is_an_exception_with_its_fix_and_a_digest_is_none(tagged: Built) -> None:
+    for b, tagged_image in ((tagged, True), (build(containerImage=DIGEST), False)):
+        for r in [b.one(DAEMONSET), *b.of(JOB)]:
+            skips = skipped_checks(r.inputs["metadata"]["annotations"])
+            assert ("CKV_K8S_43" in skips) == tagged_image
+            if tagged_image:
+                assert "pin it in the stack as name@sha256:<digest>" in skips["CKV_K8S_43"]
+
+
+def test_only_the_installer_is_excused_from_privilege_with_the_default_networking(tagged: Built) -> None:
+    privilege = {"CKV_K8S_16", "CKV_K8S_20", "CKV_K8S_19"}
+    ds_skips = skipped_checks(tagged.one(DAEMONSET).inputs["metadata"]["annotations"])
+    assert {"CKV_K8S_16", "CKV_K8S_17"} <= set(ds_skips)
+    assert "kernel modules" in ds_skips["CKV_K8S_16"]
+    for job in tagged.of(JOB):
+        skips = skipped_checks(job.inputs["metadata"]["annotations"])
+        assert not privilege & set(skips), job.inputs["metadata"]["name"]
+        assert all(reason.strip() for reason in skips.values())
+    intranode = skipped_checks(tagged.job("intranode")["metadata"]["annotations"])
+    assert not {"CKV_K8S_23", "CKV_K8S_40", "CKV_K8S_37"} & set(intranode)  # non-root, no capability
+
+
+def test_host_network_makes_the_rdma_pods_privileged_and_says_why() -> None:
+    b = build(podNetworking="hostNetwork")
+    for job in b.of(JOB):
+        name = job.inputs["metadata"]["name"]
+        skips = skipped_checks(job.inputs["metadata"]["annotations"])
+        assert "podNetworking=hostNetwork" in skips["CKV_K8S_19"]
+        assert ("CKV_K8S_16" in skips) == (name != gw.job_name("intranode"))
+
+
+def test_rdma_tests_are_exactly_the_ones_that_use_nvshmem() -> None:
+    assert [t for t in config.BENCHMARK_TESTS if security.bench_needs_rdma(t)] == ["low-latency", "internode"]
+
+
+@pytest.mark.parametrize("bad", ["Ubuntu:24.04", "ubuntu:24.04@sha256:123", "ubuntu 24.04", ""])
+def test_a_bad_image_reference_is_refused(bad: str) -> None:
+    with pytest.raises(config.ConfigError, match="containerImage"):
+        config.parse(plan_engine.project_keys(stack_config(STACK, containerImage=bad)), STACK)
