@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components import config
+from components import config, cost
 from scripts import plan_engine
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -77,15 +77,28 @@ def _tree_order(resource: dict[str, Any]) -> tuple:
     return (not resource["type"].startswith("deepep-a4:"), resource["type"], name_key)
 
 
+def _json_numbers(value: Any) -> Any:
+    """Resource inputs travel as protobuf Structs, where every number is a double: 30 arrives as 30.0.
+    The provider sends JSON numbers, so whole numbers go back to ints (the scanners compare them as such)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_numbers(v) for v in value]
+    return value
+
+
 def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
-    """Each Kubernetes object as the manifest the provider would apply."""
+    """Each Kubernetes object as the manifest the provider would apply, numbered in a stable order."""
     import yaml
 
     files: dict[str, str] = {}
     k8s = [r for r in resources if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
+    k8s.sort(key=lambda r: (r["type"], r["name"]))
     for i, r in enumerate(k8s, start=1):
         body = {
-            k: v
+            k: _json_numbers(v)
             for k, v in r["inputs"].items()
             if k
             in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "roleRef", "subjects", "stringData", "type")
@@ -95,8 +108,11 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
     return files
 
 
-def write_plan(result: plan_engine.PlanResult, out_dir: Path) -> None:
-    """Writes into a temporary folder first, so a failed plan never leaves half a plan behind."""
+def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Writes into a temporary folder first, so a failed plan never leaves half a plan behind.
+
+    `extra` adds top-level keys to plan.json (the cost estimate and the bill cap).
+    """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=out_dir.parent))
     try:
@@ -105,6 +121,7 @@ def write_plan(result: plan_engine.PlanResult, out_dir: Path) -> None:
             "project": result.project,
             "resources": result.resources,
             "outputs": result.outputs,
+            **(extra or {}),
         }
         (tmp / "plan.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         files = {**result.files, **kubernetes_manifests(result.resources)}
@@ -123,7 +140,7 @@ def write_plan(result: plan_engine.PlanResult, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--out", help="output folder (default build/plan/<stack>)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
@@ -151,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 
     result, _ = plan_engine.run_program(args.stack, stack_cfg)
     out_dir = Path(args.out) if args.out else plan_engine.ROOT / "build" / "plan" / args.stack
-    write_plan(result, out_dir)
+    estimate = cost.estimate(cfg)
+    cap = cost.bill_cap(cfg)
+    write_plan(result, out_dir, {"costEstimate": estimate.as_dict(), "billCap": cap.as_dict()})
 
     if not args.quiet:
         print(
@@ -163,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         print("Outputs:")
         for key, value in result.outputs.items():
             print(f"  {key}: {_short(value)}")
+        for line in cost.render(estimate):
+            print(line)
+    # The bill cap is printed even with --quiet: it says when the capacity dies.
+    print(cap.line)
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
     print(
         f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)"

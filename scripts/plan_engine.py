@@ -6,6 +6,7 @@ would for the few computed outputs the program reads (self links, emails, cluste
 
 from __future__ import annotations
 
+import hashlib
 import json
 import runpy
 import sys
@@ -52,7 +53,18 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
         out["url"] = f"gs://{res_name}"
     if type_ == "gcp:compute/address:Address" and "address" not in inputs:
         out["address"] = "10.0.0.100"
+    if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:kubernetes:"):
+        out["metadata"] = _k8s_metadata(name, inputs.get("metadata"))
     return out
+
+
+def _k8s_metadata(name: str, metadata: Any) -> dict[str, Any]:
+    """pulumi-kubernetes auto-names an object without metadata.name `<resource name>-<8 random chars>`;
+    the plan uses a stable suffix so that references to the name (a RoleBinding's roleRef) are filled in."""
+    meta = dict(metadata) if isinstance(metadata, dict) else {}
+    if not meta.get("name"):
+        meta["name"] = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return meta
 
 
 class PlanMocks(pulumi.runtime.Mocks):
@@ -65,8 +77,11 @@ class PlanMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         self.created.append(args)
         state = dict(args.inputs)
-        for k, val in _computed_outputs(args.typ, args.name, args.inputs, self.project).items():
+        computed = _computed_outputs(args.typ, args.name, args.inputs, self.project)
+        for k, val in computed.items():
             state.setdefault(k, val)
+        if "metadata" in computed:  # inputs' metadata plus the auto-name
+            state["metadata"] = computed["metadata"]
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
@@ -222,11 +237,11 @@ def _resolve_exports(exports: dict[str, Any], into: dict[str, Any]) -> Any:
     for name, value in exports.items():
         out = pulumi.Output.from_input(value)
 
-        def store(pair: tuple[Any, bool], name: str = name) -> None:
+        def store(pair: list[Any], name: str = name) -> None:
             val, secret = pair
             into[name] = "[secret]" if secret else val
 
-        pending.append(pulumi.Output.all(out, out.is_secret()).apply(lambda p: p).apply(store))
+        pending.append(pulumi.Output.all(out, out.is_secret()).apply(store))
     return pulumi.Output.all(*pending) if pending else None
 
 

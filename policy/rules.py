@@ -1,0 +1,255 @@
+"""The policy pack's rules as plain functions: engine-free, so tests feed them resource fixtures.
+
+Each resource rule takes a resource type token and its properties (camelCase, as the engine and the
+offline plan both show them) and returns the violations as messages; an empty list passes. The one
+stack rule takes every resource. `__main__.py` wraps them as pulumi-policy policies.
+
+Properties can be unknown during a preview (computed outputs): a rule only judges what it can see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The namespace of the installer DaemonSet (components.gke_workloads.NAMESPACE; a test keeps them equal).
+# The pack runs in its own virtualenv and cannot import the program's modules.
+INSTALLER_NAMESPACE = "deepep-a4"
+A4_PREFIX = "a4-"
+OPEN_RANGES = ("0.0.0.0/0", "::/0")
+
+INSTANCE = "gcp:compute/instance:Instance"
+INSTANCE_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+FIREWALL = "gcp:compute/firewall:Firewall"
+NETWORK = "gcp:compute/network:Network"
+ADDRESS = "gcp:compute/address:Address"
+# Kubernetes kinds whose spec holds a pod template (or is a pod), and where the pod spec sits.
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "kubernetes:core/v1:Pod": ("spec",),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+Props = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What the stack rule needs of a resource: its type, name and properties."""
+
+    type: str
+    name: str
+    props: Props
+
+
+def _get(props: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(props, Mapping):
+            return None
+        props = props.get(key)
+    return props
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _is_a4(machine_type: Any) -> bool:
+    # A self link (zones/Z/machineTypes/a4-highgpu-8g) or the bare name.
+    return isinstance(machine_type, str) and machine_type.rsplit("/", 1)[-1].startswith(A4_PREFIX)
+
+
+def _last(ref: Any) -> str | None:
+    """The name at the end of a resource reference (id, self link or name)."""
+    return ref.rstrip("/").rsplit("/", 1)[-1] if isinstance(ref, str) and ref else None
+
+
+# -- 1. capacity model ---------------------------------------------------------------------------------
+
+
+def a4_capacity_model(type_: str, props: Props) -> list[str]:
+    """A4 capacity is spot, flex-start or a reservation: never plain on-demand."""
+    if type_ in (INSTANCE, INSTANCE_TEMPLATE) and _is_a4(props.get("machineType")):
+        sched = props.get("scheduling") or {}
+        model = sched.get("provisioningModel")
+        affinity = _get(props, "reservationAffinity", "type")
+        if model in ("SPOT", "FLEX_START", "RESERVATION_BOUND") or sched.get("preemptible") is True:
+            return []
+        if affinity == "SPECIFIC_RESERVATION":
+            return []
+        return [
+            f"A4 VM uses provisioning model {model or 'STANDARD'}: use provisioning spot, flex-start or "
+            "reservation (A4 capacity is not sold as plain on-demand)"
+        ]
+    if type_ == NODE_POOL:
+        nc = props.get("nodeConfig") or {}
+        if not _is_a4(nc.get("machineType")):
+            return []
+        reserved = _get(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
+        if nc.get("spot") is True or nc.get("flexStart") is True or nc.get("preemptible") is True or reserved:
+            return []
+        return ["A4 node pool is neither spot, flex-start nor bound to a reservation: set provisioning accordingly"]
+    return []
+
+
+# -- 2. spot has a TTL -------------------------------------------------------------------------------
+
+
+def spot_has_ttl(type_: str, props: Props) -> list[str]:
+    """Spot capacity carries a max run duration, so a forgotten stack stops billing by itself."""
+    if type_ in (INSTANCE, INSTANCE_TEMPLATE):
+        sched = props.get("scheduling") or {}
+        if sched.get("provisioningModel") != "SPOT" and sched.get("preemptible") is not True:
+            return []
+        seconds = _get(sched, "maxRunDuration", "seconds")
+        problems = []
+        if not isinstance(seconds, (int, float)) or seconds <= 0:
+            problems.append("spot VM has no scheduling.maxRunDuration: set the stack's ttl (e.g. 8h)")
+        if sched.get("instanceTerminationAction") not in ("DELETE", "STOP"):
+            problems.append("spot VM has no instanceTerminationAction (DELETE or STOP) for its TTL")
+        return problems
+    if type_ == NODE_POOL:
+        nc = props.get("nodeConfig") or {}
+        if nc.get("spot") is not True and nc.get("preemptible") is not True:
+            return []
+        ttl = nc.get("maxRunDuration")
+        if isinstance(ttl, str) and ttl.endswith("s") and ttl[:-1].isdigit() and int(ttl[:-1]) > 0:
+            return []
+        return [f"spot node pool has no nodeConfig.maxRunDuration ('<seconds>s'), got {ttl!r}: set the stack's ttl"]
+    return []
+
+
+# -- 3. no external IPs ------------------------------------------------------------------------------
+
+
+def no_external_ip(type_: str, props: Props) -> list[str]:
+    """Nothing gets a public address: SSH goes through IAP, egress through Cloud NAT."""
+    if type_ in (INSTANCE, INSTANCE_TEMPLATE):
+        bad = [
+            i
+            for i, nic in enumerate(_list(props.get("networkInterfaces")))
+            if _list(_get(nic, "accessConfigs")) or _list(_get(nic, "ipv6AccessConfigs"))
+        ]
+        return [f"nic{i} has an access config (an external IP): remove it" for i in bad]
+    if type_ == ADDRESS and props.get("addressType", "EXTERNAL") == "EXTERNAL":
+        return ["an EXTERNAL address is reserved: only INTERNAL addresses are allowed"]
+    if type_ == CLUSTER:
+        private = _get(props, "privateClusterConfig", "enablePrivateNodes")
+        if private is not True:
+            return ["cluster nodes are not private (privateClusterConfig.enablePrivateNodes): public IPs"]
+    if type_ == NODE_POOL and _get(props, "networkConfig", "enablePrivateNodes") is False:
+        return ["node pool turns private nodes off (networkConfig.enablePrivateNodes: false)"]
+    return []
+
+
+# -- 4. no firewall open to the world ----------------------------------------------------------------
+
+
+def no_open_firewall(type_: str, props: Props) -> list[str]:
+    """No ingress allow rule takes traffic from 0.0.0.0/0 (or ::/0)."""
+    if type_ != FIREWALL or props.get("disabled") is True:
+        return []
+    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not _list(props.get("allows")):
+        return []
+    open_ = [r for r in _list(props.get("sourceRanges")) if r in OPEN_RANGES]
+    if open_:
+        return [f"firewall allows ingress from {', '.join(open_)}: narrow sourceRanges (SSH: IAP's 35.235.240.0/20)"]
+    return []
+
+
+# -- 5. privileged containers only in the installer namespace -----------------------------------------
+
+
+def privileged_only_in_installer_namespace(type_: str, props: Props) -> list[str]:
+    path = POD_SPEC_PATHS.get(type_)
+    if path is None:
+        return []
+    spec = _get(props, *path)
+    privileged = [
+        str(c.get("name", "?"))
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for c in _list(_get(spec, key))
+        if isinstance(c, Mapping) and _get(c, "securityContext", "privileged") is True
+    ]
+    namespace = _get(props, "metadata", "namespace") or "default"
+    if privileged and namespace != INSTALLER_NAMESPACE:
+        return [
+            f"privileged container(s) {', '.join(privileged)} in namespace {namespace!r}: "
+            f"only the installer namespace {INSTALLER_NAMESPACE!r} may run privileged containers"
+        ]
+    return []
+
+
+# Warnings, not refusals: the stack config accepts `provisioning: on-demand` (for a project that was granted
+# on-demand A4 quota), so the pack reminds rather than blocks; every other rule is mandatory.
+ADVISORY_RULES = frozenset({"a4-capacity-model"})
+
+RESOURCE_RULES: dict[str, tuple[str, Callable[[str, Props], list[str]]]] = {
+    "a4-capacity-model": ("A4 capacity is spot, flex-start or a reservation.", a4_capacity_model),
+    "spot-has-ttl": ("Spot capacity has a TTL (max run duration) so it cannot bill forever.", spot_has_ttl),
+    "no-external-ip": ("No external IPs: no access configs, private GKE nodes, no EXTERNAL addresses.", no_external_ip),
+    "no-open-firewall": ("No firewall rule allows ingress from 0.0.0.0/0.", no_open_firewall),
+    "privileged-only-installer-namespace": (
+        "Privileged containers run only in the installer namespace.",
+        privileged_only_in_installer_namespace,
+    ),
+}
+
+
+# -- 6. the RDMA VPC's profile zone is the nodes' zone (stack rule) ----------------------------------
+
+
+def _profile_zone(profile: Any) -> str | None:
+    """projects/P/global/networkProfiles/<zone>-vpc-roce -> <zone>."""
+    name = _last(profile)
+    if name and name.endswith("-vpc-roce"):
+        return name[: -len("-vpc-roce")]
+    return None
+
+
+def rdma_zone_matches_nodes(resources: Iterable[Resource]) -> list[str]:
+    """Every VM or node pool on a RoCE VPC runs in the zone of that VPC's network profile."""
+    resources = list(resources)
+    rdma: dict[str, str] = {}
+    for r in resources:
+        zone = _profile_zone(r.props.get("networkProfile")) if r.type == NETWORK else None
+        if zone:
+            for key in filter(None, (r.props.get("name"), r.name, _last(r.props.get("id")))):
+                rdma[str(key)] = zone
+    problems = []
+    for r in resources:
+        refs: Sequence[Any]
+        if r.type == INSTANCE:
+            refs = [_get(nic, "network") for nic in _list(r.props.get("networkInterfaces"))]
+            zones = [_last(r.props.get("zone"))]
+        elif r.type == NODE_POOL:
+            refs = [_get(c, "network") for c in _list(_get(r.props, "networkConfig", "additionalNodeNetworkConfigs"))]
+            zones = [_last(z) for z in _list(r.props.get("nodeLocations"))]
+        else:
+            continue
+        for ref in refs:
+            want = rdma.get(_last(ref) or "")
+            if want is None:
+                continue
+            wrong = sorted({z for z in zones if z and z != want})
+            if wrong or not any(zones):
+                problems.append(
+                    f"{r.name} uses RDMA network {_last(ref)} (profile zone {want}) but runs in "
+                    f"{', '.join(wrong) or 'no pinned zone'}: the RoCE VPC is zonal, put every node in {want}"
+                )
+    return problems
+
+
+STACK_RULES: dict[str, tuple[str, Callable[[Iterable[Resource]], list[str]]]] = {
+    "rdma-zone-matches-nodes": (
+        "The RDMA VPC's network profile zone is the zone of every node using it.",
+        rdma_zone_matches_nodes,
+    ),
+}
