@@ -78,6 +78,20 @@ class NodeServiceAccount(pulumi.ComponentResource):
         self.register_outputs({"email": self.account.email, "roles": list(NODE_ROLES)})
 
 
+def node_identity(service_account: NodeServiceAccount, secure_boot: bool) -> dict[str, Any]:
+    """What every node of the cluster runs as: our least-privilege account, GKE's metadata server in
+    front of the VM's, no legacy metadata endpoints, shielded VM integrity monitoring."""
+    return {
+        "metadata": {"disable-legacy-endpoints": "true"},
+        "service_account": service_account.account.email,
+        "oauth_scopes": list(NODE_SCOPES),
+        "workload_metadata_config": gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+        "shielded_instance_config": gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+            enable_integrity_monitoring=True, enable_secure_boot=secure_boot
+        ),
+    }
+
+
 @dataclass(frozen=True)
 class A4NodePoolArgs:
     """The node-pool-relevant values of the stack config."""
@@ -198,17 +212,9 @@ class A4NodePool(pulumi.ComponentResource):
                 disk_size_gb=args.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
                 gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
-                metadata={"disable-legacy-endpoints": "true"},
-                service_account=service_account.account.email,
-                oauth_scopes=list(NODE_SCOPES),
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
-                    mode="GKE_METADATA"
-                ),
-                # Integrity monitoring stays on; secure boot is off because the installer loads unsigned
-                # kernel modules (DOCA-OFED, the NVIDIA driver, gdrdrv).
-                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_integrity_monitoring=True, enable_secure_boot=False
-                ),
+                # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
+                # NVIDIA driver, gdrdrv); integrity monitoring stays on.
+                **node_identity(service_account, secure_boot=False),
                 labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
                 # The provider's default labels stop at the pool: these mark the node VMs themselves.
                 resource_labels=args.resource_labels,
@@ -277,15 +283,7 @@ class SystemNodePool(pulumi.ComponentResource):
                 disk_size_gb=50,
                 image_type="COS_CONTAINERD",
                 resource_labels=resource_labels,
-                metadata={"disable-legacy-endpoints": "true"},
-                service_account=service_account.account.email,
-                oauth_scopes=list(NODE_SCOPES),
-                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
-                    mode="GKE_METADATA"
-                ),
-                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                    enable_integrity_monitoring=True, enable_secure_boot=True
-                ),
+                **node_identity(service_account, secure_boot=True),
             ),
             network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),

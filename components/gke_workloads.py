@@ -449,13 +449,15 @@ def job_name(test: str) -> str:
     return f"deepep-{test}"
 
 
-def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str]) -> dict[str, Any]:
+def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], installed_hash: str) -> dict[str, Any]:
     host_network = cfg.gke.pod_networking == "hostNetwork"
     spec: dict[str, Any] = {
         "restart_policy": "Never",
         "automount_service_account_token": False,
         "security_context": security.bench_pod_security(test),
-        "node_selector": NODE_SELECTOR,
+        # Only nodes the installer finished with this version set: a node that joins later (flex-start
+        # scaling up from zero, a recreated spot node) takes no benchmark pod before its install is done.
+        "node_selector": {**NODE_SELECTOR, INSTALLED_LABEL: installed_hash},
         "tolerations": [GPU_TOLERATION],
         "termination_grace_period_seconds": 30,
         "containers": [
@@ -620,7 +622,7 @@ class BenchmarkJobs(pulumi.ComponentResource):
                         },
                         "template": {
                             "metadata": {"labels": labels, "annotations": annotations},
-                            "spec": bench_pod_spec(cfg, test, self.runner.metadata.name),
+                            "spec": bench_pod_spec(cfg, test, self.runner.metadata.name, installer.versions_hash),
                         },
                     }
                 ),

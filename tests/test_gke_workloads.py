@@ -564,10 +564,13 @@ def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> 
         assert spec["activeDeadlineSeconds"] > 2 * host.cfg.benchmarks.timeout_minutes * 60
 
 
-def test_bench_pods_share_the_installers_placement(host: Built) -> None:
+def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host: Built) -> None:
+    installed = ds_pod(host)["metadata"]["annotations"][gw.VERSIONS_ANNOTATION]
+    assert installed == host.outputs["installedVersionsHash"]
     for j in host.of(JOB):
         spec = j.inputs["spec"]["template"]["spec"]
-        assert spec["nodeSelector"] == {NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE}
+        # the label the installer puts on a node once this version set is installed there
+        assert spec["nodeSelector"] == {NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE, gw.INSTALLED_LABEL: installed}
         assert spec["tolerations"] == ds_pod(host)["spec"]["tolerations"]
         assert gw.job_name(j.inputs["metadata"]["labels"][gw.TEST_LABEL]) == j.inputs["metadata"]["name"]
 
