@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import StackConfig
+from components.gke_nodepool import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"
@@ -135,6 +136,17 @@ def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate
         gke = prices.get("gke") or {}
         fee = _price(gke.get("cluster_fee_per_hour"))
         lines.append(Line("GKE cluster management fee", fee, fee, "same for spot and on-demand nodes"))
+        system = (prices.get("machines") or {}).get(SYSTEM_MACHINE_TYPE) or {}
+        per_node = _price(((system.get("regions") or {}).get(cfg.region) or {}).get("on_demand"))
+        sys_cost = None if per_node is None else round(per_node * SYSTEM_NODE_COUNT, 4)
+        lines.append(
+            Line(
+                f"system pool {SYSTEM_NODE_COUNT} x {SYSTEM_MACHINE_TYPE} (on-demand)",
+                sys_cost,
+                sys_cost,
+                "kube-dns and GKE's add-ons; the TTL does not stop it, `pulumi destroy` does",
+            )
+        )
         sources.append(str(gke.get("source", "")).strip())
     return Estimate(
         stack=cfg.stack,

@@ -27,7 +27,8 @@ TABLE: dict[str, Any] = {
             "source": "test table",
             "regions": {"asia-southeast1": {"spot": 10.0, "on_demand": 25.0}},
             "flex_start": "unknown",
-        }
+        },
+        "e2-standard-4": {"regions": {"asia-southeast1": {"on_demand": 0.2}}},
     },
     "local_ssd_bundled": "unknown",
     "disks": {"hyperdisk-balanced": {"per_gib_month": 0.073}},
@@ -37,14 +38,16 @@ TABLE: dict[str, Any] = {
 
 def test_machines_disks_and_fee_add_up_per_hour_and_per_ttl() -> None:
     est = cost.estimate(cfg_of("gke-b200", nodeCount=3, ttl="2h", bootDiskGb=500), TABLE)
-    machines, ssd, disks, fee = est.lines
+    machines, ssd, disks, fee, system = est.lines
     assert (machines.spot, machines.on_demand) == (30.0, 75.0)
     assert ssd.spot is None and ssd.on_demand is None  # unknown stays unknown, never zero
     assert disks.spot == pytest.approx(0.073 * 500 * 3 / 730, abs=1e-4)
     assert fee.spot == fee.on_demand == 0.5
+    assert system.spot == system.on_demand == 0.2  # the system pool is on-demand in both columns
+    assert "system pool 1 x e2-standard-4" in system.item
     assert disks.spot is not None and est.spot_hourly is not None
-    assert est.spot_hourly == pytest.approx(30.0 + disks.spot + 0.5, abs=1e-3)
-    assert est.on_demand_hourly == pytest.approx(75.0 + disks.spot + 0.5, abs=1e-3)
+    assert est.spot_hourly == pytest.approx(30.0 + disks.spot + 0.5 + 0.2, abs=1e-3)
+    assert est.on_demand_hourly == pytest.approx(75.0 + disks.spot + 0.5 + 0.2, abs=1e-3)
     assert est.per_cap(est.spot_hourly) == pytest.approx(2 * est.spot_hourly, abs=0.01)
     assert est.unknown_items == [ssd.item]
 
