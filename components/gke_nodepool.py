@@ -211,7 +211,8 @@ class A4NodePool(pulumi.ComponentResource):
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=args.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
-                gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+                # No explicit gVNIC flag (the seed's node-pool command has none): GKE documents that
+                # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
                 # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
                 # NVIDIA driver, gdrdrv); integrity monitoring stays on.
                 **node_identity(service_account, secure_boot=False),

@@ -98,6 +98,7 @@ RESULTS_DIR = "/results"
 # Container resources. The bench pod owns the node (8 GPUs, 224 vCPUs, ~3.9 TiB): a request that reserves
 # room for 8 ranks and their proxy threads, a memory limit far above what a test uses (~10 GiB a rank).
 BENCH_RESOURCES = {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"memory": "512Gi"}}
+DSHM_SIZE = "250Gi"
 INSTALLER_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
 
 # A cold install (DOCA-OFED, driver, CUDA, NVSHMEM from source, DeepEP) took 20-25 min in the GKE
@@ -486,7 +487,8 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {"name": "install-root", "host_path": {"path": HOST_NVIDIA, "type": "Directory"}},
             {"name": "gib", "host_path": {"path": GIB_HOST_DIR, "type": "DirectoryOrCreate"}},
             {"name": "results", "empty_dir": {}},
-            {"name": "dshm", "empty_dir": {"medium": "Memory"}},
+            # Google's A4 NCCL tests give /dev/shm 250Gi; it counts against the memory limit.
+            {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": DSHM_SIZE}},
             {"name": "tmp", "empty_dir": {}},
         ],
     }

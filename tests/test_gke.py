@@ -155,7 +155,6 @@ SEED_FLAGS: dict[str, tuple[str, Any]] = {
     "--no-shielded-secure-boot": ("nodeConfig.shieldedInstanceConfig.enableSecureBoot", False),
     "--placement-type=COMPACT": ("placementPolicy.type", "COMPACT"),
     # Not in the seed's line, needed by this design:
-    "gVNIC": ("nodeConfig.gvnic.enabled", True),
     "workload identity on the node": ("nodeConfig.workloadMetadataConfig.mode", "GKE_METADATA"),
     "bill cap (ttl 8h)": ("nodeConfig.maxRunDuration", "28800s"),
     "label for the workloads": (f"nodeConfig.labels.{gke_nodepool.NODE_POOL_LABEL_KEY}", "a4"),
@@ -175,6 +174,11 @@ SEED_FLAGS: dict[str, tuple[str, Any]] = {
 def test_a4_pool_carries_seed_flag(gke_plan: plan_engine.PlanResult, flag: str) -> None:
     path, expected = SEED_FLAGS[flag]
     assert dig(a4_pool_of(gke_plan), path) == expected, f"{flag}: {path}"
+
+
+def test_a4_pool_leaves_gvnic_to_the_machine_type_as_the_seed_does(gke_plan: plan_engine.PlanResult) -> None:
+    # GKE documents the gVNIC flag for COS images only; the seed's Ubuntu pool does not pass it.
+    assert "gvnic" not in a4_pool_of(gke_plan)["nodeConfig"]
 
 
 def test_a4_pool_has_nine_additional_networks_in_nic_order(gke_plan: plan_engine.PlanResult) -> None:

@@ -495,6 +495,11 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             [c] = spec["containers"]
             mounts = {m["name"]: m for m in c["volumeMounts"]}
             assert mounts["install-root"]["readOnly"] is True and mounts["gib"]["readOnly"] is True
+            volumes = {v["name"]: v for v in spec["volumes"]}
+            assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "250Gi"}
+            assert "readOnly" not in mounts["dshm"] and "readOnly" not in mounts["tmp"]
+            # /dev/shm counts against the memory limit: it must fit under it
+            assert int(c["resources"]["limits"]["memory"].removesuffix("Gi")) > 250
             assert spec["automountServiceAccountToken"] is False
             assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
