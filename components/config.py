@@ -310,6 +310,8 @@ _TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # GCE's max_run_duration accepts at most 120 days.
+# The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
+GCE_FIRST_HOST_OFFSET = 10
 _TTL_MAX_SECONDS = 120 * 24 * 3600
 _FLEX_START_MAX_SECONDS = 7 * 24 * 3600  # GCE's limit on a flex-start VM's max run duration
 
@@ -537,6 +539,18 @@ def _check_network(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("rdmaCidr", v["rdmaCidr"], "must be /26 or larger: it is split into 8 subnets of at least /29")
         )
+    host = nets["hostCidr"]
+    if host is not None and v["platform"] == "gce" and isinstance(v["nodeCount"], int):
+        # GCE VMs take fixed host addresses from GCE_FIRST_HOST_OFFSET on; GCE reserves two at the end.
+        room = max(host.num_addresses - GCE_FIRST_HOST_OFFSET - 2, 0)
+        if v["nodeCount"] > room:
+            problems.append(
+                Problem(
+                    "hostCidr",
+                    v["hostCidr"],
+                    f"has room for {room} VMs, nodeCount is {v['nodeCount']}: use a larger range",
+                )
+            )
     master = nets["masterCidr"]
     if master is not None and master.prefixlen != 28:
         problems.append(Problem("masterCidr", v["masterCidr"], "GKE needs a /28 for the control plane"))

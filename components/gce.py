@@ -26,11 +26,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config import StackConfig
+from components.config import GCE_FIRST_HOST_OFFSET, StackConfig
 from components.network import A4Network, NicNetwork
 
-# Host addresses start here in the host subnet (GCE keeps the first two for itself).
-FIRST_HOST_OFFSET = 10
+# Host addresses start here in the host subnet (GCE keeps the first two for itself; config checks the room).
+FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
 # What a VM's service account may do with the results bucket: write results and status, overwrite its
 # own status, list and read the peers' markers (the internode barrier). objectCreator cannot overwrite
 # (that needs storage.objects.delete) and cannot list; objectAdmin on this one bucket is the least

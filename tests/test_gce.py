@@ -84,10 +84,13 @@ def test_static_internal_host_addresses_known_before_boot(gce_plan: plan_engine.
         assert a["parent"] == "gce"
 
 
-def test_host_subnet_too_small_for_the_fleet_is_refused() -> None:
-    cfg = cfg_of(hostCidr="10.0.0.0/28", nodeCount=5)
-    with pytest.raises(ValueError, match=r"hostCidr 10\.0\.0\.0/28 has room for 4 VMs"):
-        gce.host_ips(cfg)
+def test_host_subnet_too_small_for_the_fleet_is_refused_by_the_config() -> None:
+    with pytest.raises(config.ConfigError) as err:
+        cfg_of(hostCidr="10.0.0.0/28", nodeCount=5)
+    [problem] = err.value.problems
+    assert (problem.key, problem.value) == ("hostCidr", "10.0.0.0/28")
+    assert "has room for 4 VMs, nodeCount is 5" in problem.allowed
+    assert len(gce.host_ips(cfg_of(hostCidr="10.0.0.0/28", nodeCount=4))) == 4  # the room is exactly right
 
 
 def test_rank_world_size_master_and_bench_metadata(gce_plan: plan_engine.PlanResult) -> None:
