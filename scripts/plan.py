@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pulumi
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components import config, cost
@@ -139,6 +141,30 @@ def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, A
         raise
 
 
+PLAN_ENTRIES = frozenset({"plan.json", "files"})
+
+
+def out_dir_refusal(out_dir: Path) -> str | None:
+    """Why the plan must not be written to `out_dir` (it replaces the folder), or None.
+
+    Only a folder that does not exist, is empty, or holds nothing but an earlier plan may be replaced.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        return "is not a folder"
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PLAN_ENTRIES) if out_dir.is_dir() else []
+    if foreign:
+        return (
+            f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, which is not a plan, and a plan "
+            "replaces its whole folder: pick a new or empty one"
+        )
+    parent = out_dir.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
@@ -166,8 +192,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read stacks/Pulumi.{args.stack}.yaml: {err}", file=sys.stderr)
         return 2
 
-    result, _ = plan_engine.run_program(args.stack, stack_cfg)
     out_dir = Path(args.out) if args.out else plan_engine.ROOT / "build" / "plan" / args.stack
+    refusal = out_dir_refusal(out_dir)
+    if refusal:
+        print(f"error: --out {out_dir}: {refusal}; nothing was written", file=sys.stderr)
+        return 2
+    try:
+        result, _ = plan_engine.run_program(args.stack, stack_cfg)
+    except pulumi.RunError as err:  # a component refused the stack (a limit only known while building)
+        print(f"error: stack '{args.stack}': {err}; nothing was written", file=sys.stderr)
+        return 2
     estimate = cost.estimate(cfg)
     cap = cost.bill_cap(cfg)
     write_plan(result, out_dir, {"costEstimate": estimate.as_dict(), "billCap": cap.as_dict()})

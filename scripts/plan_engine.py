@@ -140,7 +140,13 @@ def read_stack_config(stack: str) -> dict[str, Any]:
     import yaml
 
     data = yaml.safe_load(stack_file(stack).read_text()) or {}
-    return dict(data.get("config") or {})
+    if not isinstance(data, dict):
+        raise ValueError("the file must be a mapping with a `config:` key")
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        kind = type(cfg).__name__
+        raise ValueError(f"`config:` must be a mapping of {config.PROJECT_NAME}:<key>: <value>, not a {kind}")
+    return dict(cfg)
 
 
 def project_keys(stack_cfg: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import plan_engine
+from scripts import plan, plan_engine
 from tests.conftest import ROOT
 
 PLAN = [sys.executable, str(ROOT / "scripts" / "plan.py")]
@@ -65,10 +65,12 @@ def test_plan_inputs_are_camel_case(tmp_path: Path) -> None:
     assert "ip_cidr_range" not in subnet["inputs"]
 
 
-def test_bad_stack_exits_2_names_every_wrong_key_and_writes_nothing(tmp_path: Path) -> None:
+def test_bad_stack_exits_2_names_every_wrong_key_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     stack = "test-broken"
-    stack_file = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
-    stack_file.write_text(
+    broken = tmp_path / f"Pulumi.{stack}.yaml"  # kept out of the repo's stacks/ folder
+    broken.write_text(
         "config:\n"
         "  deepep-a4:platform: aks\n"
         "  deepep-a4:project: my-gpu-project\n"
@@ -77,17 +79,16 @@ def test_bad_stack_exits_2_names_every_wrong_key_and_writes_nothing(tmp_path: Pa
         "  deepep-a4:cudaVersion: '12.4'\n"
         "  deepep-a4:nodeCuont: 3\n"
     )
+    real_stack_file = plan_engine.stack_file
+    monkeypatch.setattr(plan_engine, "stack_file", lambda s: broken if s == stack else real_stack_file(s))
     out = tmp_path / "out"
-    try:
-        proc = run_plan("--stack", stack, "--out", str(out))
-    finally:
-        stack_file.unlink()
-    assert proc.returncode == 2
+    assert plan.main(["--stack", stack, "--out", str(out)]) == 2
+    said = capsys.readouterr()
     for key in ("platform", "zone", "nodeCount", "cudaVersion", "nodeCuont"):
-        assert f"deepep-a4:{key} = " in proc.stderr
-    assert "Traceback" not in proc.stderr
+        assert f"deepep-a4:{key} = " in said.err
+    assert "Traceback" not in said.err
     assert not out.exists()
-    assert proc.stdout == ""
+    assert said.out == ""
 
 
 def test_unknown_stack_exits_2_and_lists_stacks(tmp_path: Path) -> None:

@@ -1,0 +1,80 @@
+"""Where the offline plan may write: it replaces its folder, so it must never replace someone's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from scripts import plan, plan_engine
+
+
+def test_a_folder_with_other_files_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    assert plan.main(["--stack", "gce-b200", "--out", str(tmp_path), "--quiet"]) == 2
+    assert notes.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert "holds notes.txt, which is not a plan" in capsys.readouterr().err
+
+
+def test_a_file_or_a_path_below_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert plan.main(["--stack", "gce-b200", "--out", str(afile), "--quiet"]) == 2
+    assert plan.main(["--stack", "gce-b200", "--out", str(afile / "below"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {afile}: is not a folder" in err and f"{afile} is not a folder" in err
+    assert afile.read_text() == "x"
+
+
+def test_an_earlier_plan_is_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    assert plan.main(["--stack", "gce-b200", "--out", str(out), "--quiet"]) == 0
+    stale = out / "files" / "stale.txt"
+    stale.write_text("from an older plan")
+    assert plan.main(["--stack", "gce-b200", "--out", str(out), "--quiet"]) == 0
+    assert not stale.exists() and (out / "plan.json").is_file()
+
+
+def test_a_component_refusal_is_a_message_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_: object) -> None:
+        raise pulumi.RunError("the rendered startup script is 300000 bytes; GCE allows 262144 per metadata value")
+
+    monkeypatch.setattr(plan_engine, "run_program", refuse)
+    out = tmp_path / "plan"
+    assert plan.main(["--stack", "gce-b200", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "error: stack 'gce-b200': the rendered startup script is 300000 bytes" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_stack_file_whose_config_is_not_a_mapping_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.odd.yaml").write_text("config: [1, 2]\n")
+    monkeypatch.setattr(plan_engine, "ROOT", tmp_path)
+    assert plan.main(["--stack", "odd", "--out", str(tmp_path / "out")]) == 2
+    assert "`config:` must be a mapping of deepep-a4:<key>: <value>, not a list" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--poll", "--install-timeout"])
+@pytest.mark.parametrize("value", ["-1", "0", "soon"])
+def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scripts import run_benchmark
+
+    def never(*_: object) -> Any:
+        raise AssertionError("nothing may be created for a bad argument")
+
+    with pytest.raises(SystemExit) as exit_:
+        run_benchmark.main(["--stack", "gce-b200", flag, value], which=never, make_stack=never)
+    assert exit_.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
