@@ -14,7 +14,8 @@ kubeconfig the stack exports.
 The report puts every measured figure next to the B200 baseline of the seeds (scripts/bench/baselines.py)
 and the ratio; a figure below `--gate-ratio` (the stack's benchGateRatio) times its baseline fails the
 gate, and so does a failed, truncated or timed-out test. Exit status: 0 gate passed, 1 gate failed,
-2 nothing found.
+2 nothing found or a usage error (an unreadable source, an unknown stack, a bad option). A runner JSON
+that is not usable is skipped with a warning that names the file.
 """
 
 from __future__ import annotations
@@ -68,6 +69,85 @@ SourceFactory = Callable[[str, argparse.Namespace], Source]
 _SOURCES: dict[str, SourceFactory] = {}
 
 
+class SourceError(Exception):
+    """A source that cannot be read at all (no such path, no kubeconfig, unknown scheme): exit 2."""
+
+
+def warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr)
+
+
+# -- runner JSON --------------------------------------------------------------------------------------
+
+# What the report reads of a record besides its kind, by (test, kind): params and values that must be
+# numbers. Other numbers it reads are optional (`values` must hold numbers only, `params` below).
+REQUIRED_FIELDS: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {
+    ("intranode", "sweep"): ((), ("nvl_bw",)),
+    ("internode", "sweep"): (("nvl_chunk", "rdma_chunk"), ("rdma_bw",)),
+    ("nccl", "nccl"): ((), ("busbw", "algbw")),
+}
+NUMERIC_PARAMS = ("sms", "nvl_chunk", "rdma_chunk", "size", "ranks")  # when present and not null
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_record(test: str, i: int, rec: Any) -> dict[str, Any]:
+    """Record `i` of a runner JSON with its optional fields filled in, or ValueError saying what is wrong."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"record {i} is a {type(rec).__name__}, not an object")
+    kind = rec.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"record {i} has no `kind`" if kind is None else f"record {i}: `kind` {kind!r} is not a name")
+    where = f"record {i} ({kind})"
+    for key in ("name", "dtype"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise ValueError(f"{where}: `{key}` must be a string or null, not {rec[key]!r}")
+    rank = rec.get("rank")
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
+        raise ValueError(f"{where}: `rank` must be an integer or null, not {rank!r}")
+    params = rec.get("params", {})
+    values = rec.get("values", {})
+    for key, obj in (("params", params), ("values", values)):
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: `{key}` must be an object, not {type(obj).__name__}")
+    bad = [k for k, v in values.items() if not _is_number(v)]
+    if bad:
+        raise ValueError(f"{where}: values.{bad[0]} must be a number, not {values[bad[0]]!r}")
+    bad = [k for k in NUMERIC_PARAMS if params.get(k) is not None and not _is_number(params[k])]
+    if bad:
+        raise ValueError(f"{where}: params.{bad[0]} must be a number, not {params[bad[0]]!r}")
+    need_params, need_values = REQUIRED_FIELDS.get((test, kind), ((), ()))
+    missing = [f"params.{k}" for k in need_params if params.get(k) is None]
+    missing += [f"values.{k}" for k in need_values if k not in values]
+    if missing:
+        raise ValueError(f"{where} lacks {', '.join(missing)}")
+    return {**rec, "name": rec.get("name"), "dtype": rec.get("dtype"), "rank": rank, "params": params, "values": values}
+
+
+def check_runner_doc(doc: dict[str, Any]) -> dict[str, Any]:
+    """A runner <test>.json with its records checked and completed, or ValueError saying what is wrong."""
+    test = doc.get("test")
+    if test not in bp.TESTS:
+        raise ValueError(f"`test` is {test!r}, not one of {', '.join(bp.TESTS)}")
+    status = doc.get("status", "failed")
+    if not isinstance(status, str):
+        raise ValueError(f"`status` must be a string such as 'passed', not {status!r}")
+    problems = doc.get("problems", [])
+    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+        raise ValueError(f"`problems` must be a list of strings, not {problems!r}"[:200])
+    records = doc.get("records")
+    if not isinstance(records, list):
+        raise ValueError(f"`records` must be a list of records, not {type(records).__name__}")
+    checked = [_check_record(test, i, r) for i, r in enumerate(records)]
+    return {**doc, "test": test, "status": status, "problems": problems, "records": checked}
+
+
+def _skip_text(what: str, why: str) -> str:
+    return f"skipping {what}: {why} (not a usable runner result: re-run the test, or remove the file)"
+
+
 def register_source(scheme: str, factory: SourceFactory) -> None:
     """Makes `scheme:...` (or `scheme://...`) a source: factory(spec, args) -> Source."""
     _SOURCES[scheme] = factory
@@ -90,13 +170,27 @@ class PathSource:
                 continue
             origin = str(f.relative_to(self.path)) if self.path.is_dir() else f.name
             if f.suffix in (".log", ".txt"):
-                yield LogItem(origin, text=f.read_text(encoding="utf-8", errors="replace"))
+                try:
+                    text = f.read_text(encoding="utf-8", errors="replace")
+                except OSError as err:
+                    warn(f"skipping {f}: cannot read it: {err.strerror or err}")
+                    continue
+                yield LogItem(origin, text=text)
             elif f.suffix == ".json" and f.stem not in logs:
                 try:
                     doc = json.loads(f.read_text(encoding="utf-8"))
-                except json.JSONDecodeError:
+                except OSError as err:
+                    warn(f"skipping {f}: cannot read it: {err.strerror or err}")
+                    continue
+                except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                    warn(_skip_text(str(f), f"not valid JSON ({err})"))
                     continue
                 if isinstance(doc, dict) and "records" in doc and "test" in doc:
+                    try:
+                        doc = check_runner_doc(doc)
+                    except ValueError as err:
+                        warn(_skip_text(str(f), str(err)))
+                        continue
                     yield LogItem(origin, doc=doc)
 
 
@@ -113,11 +207,14 @@ class KubernetesSource:
         selector: str | None = None,
         container: str | None = None,
         core_v1: Any = None,
+        kubeconfig_label: str | None = None,
     ):
         from components.gke_workloads import BENCH_CONTAINER, BENCH_SELECTOR
 
         self.namespace = namespace
         self.kubeconfig = kubeconfig
+        # What to call the kubeconfig in messages (the stack's output is read into a temporary file).
+        self.kubeconfig_label = kubeconfig_label or f"kubeconfig {kubeconfig or '~/.kube/config (the default)'}"
         self.selector = selector or BENCH_SELECTOR
         self.container = container or BENCH_CONTAINER
         self._core_v1 = core_v1
@@ -131,16 +228,35 @@ class KubernetesSource:
                 from kubernetes import client
                 from kubernetes import config as kube_config
             except ImportError as err:
-                raise SystemExit(
+                raise SourceError(
                     "reading Job logs needs the kubernetes client: .venv/bin/pip install kubernetes"
                 ) from err
-            api_client = kube_config.new_client_from_config(config_file=self.kubeconfig)
+            import yaml
+
+            try:
+                api_client = kube_config.new_client_from_config(config_file=self.kubeconfig)
+            except (kube_config.ConfigException, yaml.YAMLError, OSError) as err:
+                reason = " ".join(str(err).split())
+                if self.kubeconfig and os.pathsep not in self.kubeconfig and not Path(self.kubeconfig).exists():
+                    reason = "no such file"
+                raise SourceError(
+                    f"cannot load {self.kubeconfig_label}: {reason}. Get one with the stack's getCredentials "
+                    "command (`pulumi stack output getCredentials -s STACK`: `gcloud container clusters "
+                    "get-credentials CLUSTER --location REGION --project PROJECT`), or use --stack STACK"
+                ) from err
             self._core_v1 = client.CoreV1Api(api_client)
         return self._core_v1
 
     def items(self) -> Iterator[LogItem]:
         api = self._api()
-        pods = api.list_namespaced_pod(self.namespace, label_selector=self.selector).items
+        try:
+            pods = api.list_namespaced_pod(self.namespace, label_selector=self.selector).items
+        except Exception as err:  # ApiException, urllib3's connection errors: the cluster is not reachable
+            reason = " ".join(str(err).split())[:300]
+            raise SourceError(
+                f"cannot list the benchmark pods in namespace {self.namespace} with {self.kubeconfig_label}: "
+                f"{reason} (is the cluster up, and the kubeconfig current? see the stack's getCredentials output)"
+            ) from err
         for pod in sorted(pods, key=lambda p: p.metadata.name):
             labels = pod.metadata.labels or {}
             annotations = pod.metadata.annotations or {}
@@ -159,7 +275,8 @@ class KubernetesSource:
 
 def _k8s_factory(spec: str, args: argparse.Namespace) -> Source:
     namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace
-    return KubernetesSource(namespace, kubeconfig=args.kubeconfig)
+    label = getattr(args, "kubeconfig_label", None)
+    return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=label)
 
 
 register_source("k8s", _k8s_factory)
@@ -171,15 +288,34 @@ register_source("gs", make_gs_factory(PathSource))
 
 
 def make_source(spec: str, args: argparse.Namespace) -> Source:
+    """The source of `spec`; SourceError for an unknown scheme or a path that does not exist."""
     m = re.match(r"^([a-z][a-z0-9+.-]*):(?!\\)", spec)
     if m and m[1] in _SOURCES:
         return _SOURCES[m[1]](spec, args)
     if m and len(m[1]) > 1 and not Path(spec).exists():
-        raise SystemExit(f"unknown source scheme {m[1]!r}; known: {', '.join(sorted(_SOURCES))}, or a path")
+        raise SourceError(
+            f"unknown source scheme {m[1]!r} in {spec}; known: {', '.join(sorted(_SOURCES))}, or a file or folder"
+        )
+    if not Path(spec).exists():
+        raise SourceError(f"no such file or folder: {spec}")
     return PathSource(spec)
 
 
 # -- the stack ------------------------------------------------------------------------------------------
+
+
+def available_stacks() -> list[str]:
+    """The stacks of stacks/Pulumi.<name>.yaml (Pulumi.yaml's stackConfigDir), as scripts/plan_engine.py."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def unknown_stack(stack: str) -> str | None:
+    """Why `stack` is not a stack of this project, or None."""
+    if (ROOT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+        return None
+    return (
+        f"unknown stack {stack!r}: no stacks/Pulumi.{stack}.yaml; available: {', '.join(available_stacks()) or 'none'}"
+    )
 
 
 def stack_output(stack: str, name: str, secret: bool = False) -> str | None:
@@ -256,7 +392,11 @@ def runs_from(items: Iterable[LogItem]) -> list[Run]:
     for item in items:
         found: list[Run] = []
         if item.doc is not None:
-            d = item.doc
+            try:  # PathSource checked it already; another source's document is checked here
+                d = check_runner_doc(item.doc)
+            except ValueError as err:
+                warn(_skip_text(item.origin, str(err)))
+                continue
             found.append(
                 Run(
                     item.origin,
@@ -500,8 +640,8 @@ def write_plots(report: Report, out: Path) -> None:
                 for r in run.records
                 if r["kind"] == "best" and r["name"] == op and (r["dtype"] == dtype or op == "combine")
             ]
-            if best:
-                f = "rdma_bw" if run.test == "internode" else "nvl_bw"
+            f = "rdma_bw" if run.test == "internode" else "nvl_bw"
+            if best and f in best[0]["values"]:
                 ax.set_title(f"{title} ({run.origin}): best {best[0]['values'][f]:.2f} GB/s")
             else:
                 ax.set_title(f"{title} ({run.origin})")
@@ -711,6 +851,27 @@ def write_report(report: Report, out: Path, plots: bool = True) -> Path:
 # -- command line -----------------------------------------------------------------------------------
 
 
+def gate_ratio_arg(text: str) -> float:
+    """--gate-ratio: a fraction between 0 and 1, the range components/config.py allows for benchGateRatio."""
+    try:
+        ratio = float(text)
+    except ValueError:
+        ratio = float("nan")
+    if not 0 <= ratio <= 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a fraction between 0 and 1 (as benchGateRatio), e.g. 0.5, not {text}"
+        )
+    return ratio
+
+
+def out_problem(out: Path) -> str | None:
+    """Why the report cannot be written under `out` (checked before reading any source), or None."""
+    for p in (out, *out.parents):
+        if p.exists():
+            return None if p.is_dir() else f"--out {out} is not a folder" + ("" if p == out else f" ({p} is a file)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("sources", nargs="*", help="log files or folders, k8s:NAMESPACE, or a registered scheme")
@@ -718,7 +879,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig for k8s: sources")
     ap.add_argument("--namespace", default=None, help="namespace of the benchmark Jobs (k8s: without one)")
     ap.add_argument(
-        "--gate-ratio", type=float, help=f"fraction of the baseline that passes (default {DEFAULT_GATE_RATIO})"
+        "--gate-ratio",
+        type=gate_ratio_arg,
+        help=f"fraction of the baseline that passes, 0 to 1 (default: benchGateRatio or {DEFAULT_GATE_RATIO})",
     )
     ap.add_argument("--out", default=None, help="report folder (default build/report[/STACK])")
     ap.add_argument("--no-plots", action="store_true")
@@ -726,6 +889,15 @@ def main(argv: list[str] | None = None) -> int:
 
     gate = args.gate_ratio
     specs = list(args.sources)
+    if not specs and not args.stack:
+        ap.error("give a SOURCE or --stack")
+    if args.stack and (why := unknown_stack(args.stack)):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else ROOT / "build" / "report" / (args.stack or "")
+    if why := out_problem(out):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if args.stack:
         if gate is None:
@@ -740,19 +912,26 @@ def main(argv: list[str] | None = None) -> int:
             kc.write_text(kubeconfig)
             kc.chmod(0o600)
             args.kubeconfig = str(kc)
+            args.kubeconfig_label = f"the kubeconfig output of stack {args.stack}"
             namespace = args.namespace or stack_output(args.stack, "benchNamespace")
             specs = [f"k8s:{namespace or ''}"]
     if args.namespace is None and any(s.startswith("k8s:") for s in specs):
         from components.gke_workloads import NAMESPACE
 
         args.namespace = NAMESPACE
-    if not specs:
-        ap.error("give a SOURCE or --stack")
     gate = DEFAULT_GATE_RATIO if gate is None else gate
 
     try:
         sources = [make_source(s, args) for s in specs]
         items = [item for src in sources for item in src.items()]
+    except SourceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except SystemExit as err:  # a registered source's own message (gs: no gcloud, a failed copy)
+        if not isinstance(err.code, str):
+            raise
+        print(f"error: {err.code}", file=sys.stderr)
+        return 2
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -760,8 +939,11 @@ def main(argv: list[str] | None = None) -> int:
     if not report.runs:
         print("no benchmark results found in: " + ", ".join(s.describe() for s in sources), file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else ROOT / "build" / "report" / (args.stack or "")
-    path = write_report(report, out, plots=not args.no_plots)
+    try:
+        path = write_report(report, out, plots=not args.no_plots)
+    except OSError as err:
+        print(f"error: cannot write the report to {out}: {err.strerror or err}", file=sys.stderr)
+        return 2
     print(f"report: {path}")
     for run in report.failed_runs:
         print(f"  {run.test} ({run.origin}): {run.status}: {'; '.join(run.problems[:3])}", file=sys.stderr)

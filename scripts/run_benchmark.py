@@ -400,6 +400,17 @@ def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfi
     return config.parse(plan_engine.project_keys(raw), name)
 
 
+def positive(text: str) -> float:
+    """argparse type: a number above zero (checked before anything is created)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
 def main(
     argv: list[str] | None = None,
     *,
@@ -417,8 +428,8 @@ def main(
     ap.add_argument("--yes", action="store_true", help="destroy after a failure or Ctrl-C without asking")
     ap.add_argument("--destroy", action="store_true", help="only destroy the stack (cleanup after --keep)")
     ap.add_argument("--out", help="report folder (default build/report/STACK)")
-    ap.add_argument("--install-timeout", type=float, default=90, metavar="MIN", help="install wait (default 90)")
-    ap.add_argument("--poll", type=float, default=30, metavar="S", help="seconds between checks (default 30)")
+    ap.add_argument("--install-timeout", type=positive, default=90, metavar="MIN", help="install wait (default 90)")
+    ap.add_argument("--poll", type=positive, default=30, metavar="S", help="seconds between checks (default 30)")
     args = ap.parse_args(argv)
 
     if not plan_engine.stack_file(args.stack).exists():

@@ -335,3 +335,22 @@ def test_cli_reads_stdin_and_takes_the_test(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["test"] == "low-latency"
+
+
+@pytest.mark.parametrize(("name", "reason"), [("nonexistent.log", "No such file or directory"), ("", "Is a directory")])
+def test_cli_unreadable_log_is_a_one_line_error_exit_2(tmp_path: Path, name: str, reason: str) -> None:
+    path = tmp_path / name if name else tmp_path
+    proc = subprocess.run([*PARSE, str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"parse.py: cannot read {path}: {reason}"
+    assert proc.stdout == ""
+
+
+def test_cli_garbage_log_is_a_clear_failure_exit_1(tmp_path: Path) -> None:
+    log = tmp_path / "garbage.log"
+    log.write_bytes(b"\xff\xfe not a log\n")
+    proc = subprocess.run([*PARSE, str(log)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "log: no DeepEP or NCCL result lines found"

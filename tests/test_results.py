@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import subprocess
@@ -212,3 +213,196 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
         [*RESULTS, str(empty), "--out", str(tmp_path / "none")], capture_output=True, text=True, check=False
     )
     assert none.returncode == 2
+
+
+# -- what a user gets wrong: one line saying what and where, exit 2, never a traceback -------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RESULTS, *args], capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+BAD_RUNNER_DOCS = [
+    ({"test": "intranode", "records": "x"}, "`records` must be a list of records, not str"),
+    ({"test": "intranode", "status": "passed", "records": [{"name": "dispatch", "values": {}}]}, "has no `kind`"),
+    ({"test": "intranode", "records": ["x"]}, "record 0 is a str, not an object"),
+    ({"test": "intranode", "records": [{"kind": "best", "values": {"nvl_bw": "fast"}}]}, "values.nvl_bw must be a"),
+    ({"test": "intranode", "records": [{"kind": "best", "params": [], "values": {}}]}, "`params` must be an object"),
+    ({"test": "internode", "records": [{"kind": "sweep", "values": {"rdma_bw": 1.0}}]}, "lacks params.nvl_chunk"),
+    ({"test": "nccl", "records": [{"kind": "nccl", "values": {"busbw": 1.0}}]}, "lacks values.algbw"),
+    ({"test": "allreduce", "records": []}, "`test` is 'allreduce', not one of"),
+    ({"test": "intranode", "problems": [1], "records": []}, "`problems` must be a list of strings"),
+]
+
+
+@pytest.mark.parametrize(("doc", "why"), BAD_RUNNER_DOCS)
+def test_malformed_runner_json_is_skipped_with_a_warning_naming_the_file(
+    tmp_path: Path, doc: dict[str, Any], why: str
+) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    bad = runs / "intranode.json"
+    bad.write_text(json.dumps(doc))
+    alone = run_cli(str(runs), "--out", str(tmp_path / "none"), "--no-plots")
+    assert alone.returncode == 2
+    assert "Traceback" not in alone.stderr, alone.stderr
+    warning, last = alone.stderr.strip().splitlines()
+    assert warning.startswith(f"warning: skipping {bad}: ") and why in warning
+    assert "re-run the test, or remove the file" in warning
+    assert last == f"no benchmark results found in: {runs}"
+    assert not (tmp_path / "none").exists()
+    # Next to a usable log the report is written from the log, the bad file still named.
+    (runs / "run.log").write_text((FIX / "h200x2_run.log").read_text())
+    mixed = run_cli(str(runs), "--out", str(tmp_path / "ok"), "--no-plots")
+    assert mixed.returncode == 0, mixed.stderr
+    assert f"warning: skipping {bad}: " in mixed.stderr and "gate: PASS" in mixed.stdout
+
+
+def test_undecodable_json_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "intranode.json").write_text('{"test": "intranode", "records": [')
+    proc = run_cli(str(tmp_path), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert f"warning: skipping {tmp_path / 'intranode.json'}: not valid JSON" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_bad_document_of_another_source_is_skipped_too(capsys: pytest.CaptureFixture[str]) -> None:
+    items = [results.LogItem("mem/intranode.json", doc={"test": "intranode", "records": [{"values": {}}]})]
+    assert results.runs_from(items) == []
+    assert "warning: skipping mem/intranode.json: record 0 has no `kind`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIX.glob("*.log")))
+def test_the_parsers_own_records_pass_the_runner_json_check(fixture: str) -> None:
+    from scripts.bench import parse as bp
+
+    for res in bp.parse_log((FIX / fixture).read_text()):
+        if res.test is None:
+            continue
+        doc = {"test": res.test, "status": "passed", "problems": res.problems, "records": res.records}
+        assert results.check_runner_doc(json.loads(json.dumps(doc)))["records"] == res.records
+
+
+def test_missing_kubeconfig_says_where_to_get_one(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    proc = run_cli("k8s:deepep-a4", "--kubeconfig", str(missing), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    assert line.startswith(f"error: cannot load kubeconfig {missing}: no such file.")
+    assert "pulumi stack output getCredentials" in line and "gcloud container clusters get-credentials" in line
+
+
+def test_unparsable_kubeconfig_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("clusters: [\n")
+    proc = run_cli("k8s:deepep-a4", "--kubeconfig", str(kc), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    assert line.startswith(f"error: cannot load kubeconfig {kc}: ") and "getCredentials" in line
+
+
+def test_unreachable_cluster_is_a_source_error() -> None:
+    class Unreachable:
+        def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+            raise ConnectionError("Max retries exceeded\nwith url: /api/v1/namespaces/deepep-a4/pods")
+
+    src = results.KubernetesSource("deepep-a4", kubeconfig="/k/config", core_v1=Unreachable())
+    with pytest.raises(results.SourceError) as err:
+        list(src.items())
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith("cannot list the benchmark pods in namespace deepep-a4 with kubeconfig /k/config: ")
+    assert "Max retries exceeded with url" in text and "getCredentials" in text
+
+
+@pytest.mark.parametrize("sub", ["", "sub/dir"])
+def test_out_that_is_a_file_is_refused_before_reading(tmp_path: Path, sub: str) -> None:
+    file = tmp_path / "report.md"
+    file.write_text("mine\n")
+    out = file / sub if sub else file
+    proc = run_cli(str(FIX / "h200x2_run.log"), "--out", str(out), "--no-plots")
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    assert line.startswith(f"error: --out {out} is not a folder")
+    assert file.read_text() == "mine\n"
+
+
+def test_nonexistent_source_path_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent.log"
+    proc = run_cli(str(missing), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert one_line_error(proc) == f"error: no such file or folder: {missing}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_stack_lists_the_available_ones(tmp_path: Path) -> None:
+    proc = run_cli("--stack", "nosuch", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    available = results.available_stacks()
+    assert "gke-b200" in available and "gce-b200" in available
+    assert line == f"error: unknown stack 'nosuch': no stacks/Pulumi.nosuch.yaml; available: {', '.join(available)}"
+
+
+def test_a_known_stack_is_not_refused() -> None:
+    assert results.unknown_stack("gke-b200") is None
+    assert results.unknown_stack("../stacks/Pulumi.gke-b200") is not None
+
+
+@pytest.mark.parametrize("value", ["-3", "-0.01", "1.5", "nan", "inf", "abc"])
+def test_gate_ratio_outside_0_to_1_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as err:
+        results.main([str(FIX / "h200x2_run.log"), f"--gate-ratio={value}", "--no-plots"])
+    assert err.value.code == 2
+    err_text = capsys.readouterr().err
+    assert f"argument --gate-ratio: must be a fraction between 0 and 1 (as benchGateRatio), e.g. 0.5, not {value}" in (
+        err_text
+    )
+
+
+@pytest.mark.parametrize(("value", "ok"), [("-0.01", False), ("0", True), ("0.5", True), ("1", True), ("1.01", False)])
+def test_gate_ratio_range_is_the_one_of_bench_gate_ratio(value: str, ok: bool) -> None:
+    # components/config.py: benchGateRatio "must be a fraction between 0 and 1" (0 <= ratio <= 1).
+    if ok:
+        assert results.gate_ratio_arg(value) == float(value)
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="between 0 and 1"):
+            results.gate_ratio_arg(value)
+
+
+@pytest.mark.parametrize(("value", "code"), [("0", 0), ("1", 1)])
+def test_gate_ratio_bounds_are_accepted(tmp_path: Path, value: str, code: int) -> None:
+    rc = results.main([str(FIX / "h200x2_run.log"), "--gate-ratio", value, "--out", str(tmp_path), "--no-plots"])
+    assert rc == code  # at 1 every figure must reach its baseline: 331.99 < 334.79 fails
+
+
+def test_unknown_source_scheme_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run_cli("foo://bar", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    assert line.startswith("error: unknown source scheme 'foo' in foo://bar; known: gs, k8s")
+
+
+def test_a_sources_own_exit_message_exits_2_not_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    class NoTool:
+        def describe(self) -> str:
+            return "nt://x"
+
+        def items(self) -> Any:
+            raise SystemExit("reading nt://x needs the nt CLI")
+            yield
+
+    results.register_source("nt", lambda spec, args: NoTool())
+    try:
+        rc = results.main(["nt://x", "--out", str(tmp_path), "--no-plots"])
+    finally:
+        results._SOURCES.pop("nt")
+    assert rc == 2
+    assert capsys.readouterr().err.strip() == "error: reading nt://x needs the nt CLI"

@@ -4,7 +4,8 @@
     python scripts/bench/parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
 
 prints one JSON record per line and exits 0 when every test in the log completed and passed, 1 when a
-test failed, or its output is truncated, unknown or missing (the reasons go to stderr).
+test failed, or its output is truncated, unknown or missing (the reasons go to stderr), 2 when LOG
+cannot be read (no such file, a folder) or the arguments are wrong.
 
 A log is either the raw output of one DeepEP test script (the test is then told from its lines, or
 given with --test) or the output of `run_bench.py`, whose `[runner] begin {...}` / `[runner] end {...}`
@@ -574,8 +575,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.log == "-":
         text = sys.stdin.read()
     else:
-        with open(args.log, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        try:
+            with open(args.log, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as err:
+            print(f"parse.py: cannot read {args.log}: {err.strerror or err}", file=sys.stderr)
+            return 2
     results = parse_log(text, args.test, Expect(args.processes, args.nodes))
     for res in results:
         for r in [] if args.summary else res.records:
