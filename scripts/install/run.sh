@@ -173,7 +173,8 @@ main() {
       --status) mode=status ;;
       --plan) mode=plan ;;
       --redo)
-        redo=${2:?--redo needs a phase}
+        (($# >= 2)) || die "--redo needs a phase; phases: ${PHASES[*]}"
+        redo=$2
         shift
         ;;
       -h | --help)
@@ -184,7 +185,11 @@ main() {
     esac
     shift
   done
+  if [[ -n $redo ]]; then
+    phase_index "$redo" >/dev/null || die "unknown phase '$redo'; phases: ${PHASES[*]}"
+  fi
   if [[ $mode == status ]]; then
+    [[ -f $STATUS ]] || die "no install has run under $R yet (no $STATUS)"
     cat "$STATUS"
     return 0
   fi
@@ -193,7 +198,6 @@ main() {
   exec 9>"$STATE/run.lock"
   flock -w "${DEEPEP_LOCK_WAIT_S:-7200}" 9 || die "another installer run holds $STATE/run.lock"
   if [[ -n $redo ]]; then
-    phase_index "$redo" >/dev/null || die "unknown phase '$redo'; phases: ${PHASES[*]}"
     for p in $(dependents "$redo"); do rm -f "$MARKERS/$p"; done
   fi
   for p in "${PHASES[@]}"; do KEY[$p]="$(phase_key "$p")"; done
