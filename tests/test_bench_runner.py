@@ -143,7 +143,8 @@ def test_gib_settings_only_where_the_plugin_is(tmp_path: Path) -> None:
     (gib / "lib64" / "libnccl-net_internal.so").write_text("")
     (gib / "configs").mkdir()
     (gib / "configs" / "tuner_config_a4.txtpb").write_text("")
-    env, _ = run_bench.build_env({"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41"}, None, str(gib))
+    base = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41", "TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}
+    env, _ = run_bench.build_env(base, None, str(gib))
     assert env["NCCL_NET"] == "gIB"
     assert env["NCCL_IB_TC"] == "41"  # an explicit setting wins over the seed's default
     assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4" and env["NCCL_NET_GDR_LEVEL"] == "PIX"

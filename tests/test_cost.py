@@ -69,9 +69,12 @@ def test_unknown_region_has_no_machine_price_and_says_why() -> None:
     assert re.search(r"total per hour\s+unknown\s+unknown", text)
 
 
-def test_flex_start_and_reservation_rates_are_unknown_not_guessed() -> None:
-    lines = cost.render(cost.estimate(cfg_of("gce-b200", provisioning="flex-start"), TABLE))
-    assert any("flex-start: its rate is unknown" in line for line in lines)
+@pytest.mark.parametrize(
+    ("model", "extra"), [("flex-start", {}), ("reservation", {"reservationName": "a4-reservation"})]
+)
+def test_flex_start_and_reservation_rates_are_unknown_not_guessed(model: str, extra: dict[str, str]) -> None:
+    lines = cost.render(cost.estimate(cfg_of("gce-b200", provisioning=model, **extra), TABLE))
+    assert any(f"{model}: its rate is unknown" in line for line in lines)
 
 
 def test_the_repo_price_table_has_a_source_and_date_and_no_bare_numbers() -> None:

@@ -429,7 +429,9 @@ def test_multi_network_pods_name_the_eight_rdma_networks_in_order() -> None:
 
 
 def test_host_network_pods_carry_no_interface_annotation() -> None:
-    for job in of_type(plan(STACK, podNetworking="hostNetwork"), "kubernetes:batch/v1:Job"):
+    jobs = of_type(plan(STACK, podNetworking="hostNetwork"), "kubernetes:batch/v1:Job")
+    assert jobs
+    for job in jobs:
         pod = job["inputs"]["spec"]["template"]
         assert pod["spec"]["hostNetwork"] is True
         assert "networking.gke.io/interfaces" not in (pod["metadata"].get("annotations") or {})

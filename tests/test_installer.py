@@ -253,6 +253,14 @@ def test_installer_hash_names_versions_and_text() -> None:
     assert installer.installer_hash(cfg_of(), "gke") != base
 
 
+def test_installer_hash_changes_with_a_phase_script_edit(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = installer.installer_hash(cfg_of())
+    real = installer._script_files
+    edited = lambda: {**real(), "phases/02-doca-ofed.sh": real()["phases/02-doca-ofed.sh"] + "# edited\n"}  # noqa: E731
+    monkeypatch.setattr(installer, "_script_files", edited)
+    assert installer.installer_hash(cfg_of()) != base
+
+
 def test_phase_dependencies_follow_the_nvshmem_source() -> None:
     pip = installer.phase_deps(cfg_of(nvshmemSource="pip", nvshmemVersion="3.4.5"))
     src = installer.phase_deps(cfg_of())

@@ -28,8 +28,7 @@ def a4_pools(stack: str = "gke-b200", **overrides: Any) -> list[dict[str, Any]]:
         for p in of_type(plan(stack, **overrides), NODE_POOL)
         if str(p["inputs"].get("nodeConfig", {}).get("machineType", "")).startswith("a4-")
     ]
-    if not pools:
-        pytest.skip("the GKE stack registers no A4 node pool yet (components/gke_nodepool.py)")
+    assert pools, "the GKE stack registers no A4 node pool"
     return pools
 
 
@@ -45,12 +44,16 @@ def test_gce_vms_carry_the_ttl_as_a_struct_with_delete(ttl: str, seconds: int) -
 
 
 def test_gce_stop_action_is_what_the_ttl_does() -> None:
-    for vm in of_type(plan("gce-b200", terminationAction="STOP"), INSTANCE):
+    vms = of_type(plan("gce-b200", terminationAction="STOP"), INSTANCE)
+    assert len(vms) == 2
+    for vm in vms:
         assert vm["inputs"]["scheduling"]["instanceTerminationAction"] == "STOP"
 
 
 def test_gce_on_demand_without_ttl_has_no_cap() -> None:
-    for vm in of_type(plan("gce-b200", provisioning="on-demand", ttl="off"), INSTANCE):
+    vms = of_type(plan("gce-b200", provisioning="on-demand", ttl="off"), INSTANCE)
+    assert len(vms) == 2
+    for vm in vms:
         assert "maxRunDuration" not in vm["inputs"]["scheduling"]
 
 
