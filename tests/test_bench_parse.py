@@ -110,6 +110,12 @@ def test_intranode_sweep_and_best_lines() -> None:
     assert (best_c["name"], best_c["params"]["nvl_chunk"], best_c["values"]["nvl_bw"]) == ("combine", 8, 291.58)
 
 
+def test_intranode_sweep_line_of_the_default_ref_29d31c0() -> None:
+    line = "[tuning] SMs 24, NVL chunk 4: 287.42 GB/s (NVL), 405.99 us"  # no "avg_t: " since 29d31c0
+    (rec,) = bp.parse_segment(bp.Segment("intranode", [(1, line)]))
+    assert rec["kind"] == "sweep" and rec["values"] == {"nvl_bw": 287.42, "time": 405.99}
+
+
 def test_internode_lines_v121_format() -> None:
     lines = [
         "[tuning] SMs 24, NVL chunk 4, RDMA chunk 8, transmit: 1915.00 us, notify: 134.00 us, "
@@ -234,6 +240,19 @@ def test_real_h200_runner_log_three_tests_pass() -> None:
     assert {r["rank"] for r in recs(ll, "rank", "dispatch+combine")} == {0, 1}
 
 
+def test_real_h200_run_of_the_default_ref_29d31c0_with_pr466_passes() -> None:
+    """Third device run (2026-11-23, 2 x H200): DeepEP 1.2.1+29d31c0 with PR #466, whose intranode sweep
+    lines dropped "avg_t: ". Every sweep line must parse; none may be an unknown result line."""
+    results = bp.parse_log((FIX / "h200x2_29d31c0_pr466_run.log").read_text())
+    assert [r.test for r in results] == ["nccl", "intranode", "low-latency"]
+    assert all(r.passed for r in results), [r.problems for r in results]
+    intra = results[1]
+    assert intra.summary["cases_passed"] == 24
+    assert len(recs(intra, "sweep")) == 49
+    assert intra.summary["values"]["dispatch_BF16_nvl_bw"] == 339.38
+    assert not [r for res in results for r in res.records if r["kind"] == "error"]
+
+
 def test_real_h200_run_without_capabilities_matches_the_runners_own_summary() -> None:
     """Second device run (2026-11-22, 2 x H200, no capabilities): the saved log, parsed here, gives what the
     runner recorded in summary.json on the device."""
@@ -267,6 +286,37 @@ def test_failed_case_with_traceback_names_the_error() -> None:
     assert not res.passed
     assert any("RuntimeError: DeepEP error: timeout (dispatch CPU)" in p for p in res.problems)
     assert any("did not pass" in p for p in res.problems)
+
+
+def test_seed_001_problem_8_timeout_names_its_fix() -> None:
+    res = one((FIX / "internode_dispatch_timeout.log").read_text())
+    assert not res.passed
+    hints = [p for p in res.problems if p.startswith("known failure:")]
+    assert len(hints) == 1, res.problems
+    assert "seed 001 problem 8" in hints[0] and "nvshmemSource=source" in hints[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "names"),
+    [
+        ("RuntimeError: NVSHMEM device library version does not match with NVSHMEM host library", "problem 5"),
+        ("RuntimeError: CUDA error: 'named symbol not found'", "TORCH_CUDA_ARCH_LIST=10.0"),
+        ("python: /lib/x86_64-linux-gnu/libibverbs.so.1: version `IBVERBS_PRIVATE_34' not found", "rdma-core"),
+        ("NCCL WARN Failed to initialize any NET plugin", "gIB plugin"),
+        ("libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so'", "RDMAV_DRIVERS"),
+    ],
+)
+def test_each_known_failure_of_the_seeds_gets_its_fix(line: str, names: str) -> None:
+    hints = bp.known_failure_hints(["[config] num_tokens=4096, hidden=7168, num_topk=8", line])
+    assert len(hints) == 1 and names in hints[0], hints
+
+
+def test_a_passed_run_gets_no_hint_even_with_a_matching_warning() -> None:
+    text = (FIX / "h200x2_run.log").read_text()
+    assert bp.parse_log(text)[0].passed
+    noisy = text.replace("[config]", "NCCL WARN Failed to initialize any NET plugin\n[config]", 1)
+    results = bp.parse_log(noisy)
+    assert results[0].passed and not any("known failure" in p for r in results for p in r.problems)
 
 
 def test_truncated_intranode_run() -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEED_SKILL = "seed 000 (deepep-installer skill, B200, DOCA-OFED 3.2.1, NVSHMEM 3.5.19 IBGDA, PR #466)"
-SEED_REPORT = "seed 001 (install and test report, B200, 2026-01-31)"
+SEED_SKILL = "seed 001 (deepep-installer skill, B200, DOCA-OFED 3.2.1, NVSHMEM 3.5.19 IBGDA, PR #466)"
+SEED_REPORT = "seed 000 (install and test report, B200, 2026-01-31)"
 SEED_GKE = "seed 002 (GKE B200 guide, sample output)"
 
 
@@ -63,7 +63,7 @@ BASELINES: tuple[Baseline, ...] = (
     Baseline("internode", "combine", "BF16", "nvl_bw", 142.49, 8, 2, SEED_GKE, "GKE sample", primary=False),
 )
 
-# The failure the gate exists for: every GPU on one NIC (PR #466 missing), seed 000's problem 3.
+# The failure the gate exists for: every GPU on one NIC (PR #466 missing), seed 001's problem 3.
 SINGLE_NIC_TRAP_RDMA_GBPS = 6.5
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Parser of DeepEP v1.2.1 test output (and of this runner's NCCL check) into JSON records.
+"""Parser of DeepEP test output (v1.2.1 and the default 1.2.1+29d31c0) and of this runner's NCCL check.
 
     python scripts/bench/parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
 
@@ -48,9 +48,10 @@ RE_CASE = re.compile(
     r"\(async=(?P<async>True|False), previous=(?P<previous>True|False)\) \.\.\.(?P<rest>.*)$"
 )
 # Intranode: "[tuning] SMs 24, NVL chunk 4: 287.42 GB/s (NVL), avg_t: 405.99 us" (chunk may be "default").
+# From 1.2.1+29d31c0 (the default ref) the sweep line drops "avg_t: ": "... 287.42 GB/s (NVL), 405.99 us".
 RE_INTRA_SWEEP = re.compile(
     rf"^\[tuning\] SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+|default): (?P<nvl_bw>{_N}) GB/s \(NVL\), "
-    rf"avg_t: (?P<t>{_N}) us$"
+    rf"(?:avg_t: )?(?P<t>{_N}) us$"
 )
 RE_INTRA_BEST_DISPATCH = re.compile(
     rf"^\[tuning\] Best dispatch \((?P<dtype>FP8|BF16)\): SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), "
@@ -61,8 +62,8 @@ RE_INTRA_BEST_COMBINE = re.compile(
     rf"t: (?P<t>{_N}) us$"
 )
 # Internode, v1.2.1: "SMs S, NVL chunk N, RDMA chunk R, transmit: T us, notify: U us, BW: A GB/s (RDMA), B GB/s (NVL)";
-# older builds (the GKE seed's sample): "SMs S, NVL chunk N, RDMA chunk R: U + T us, A GB/s (RDMA), B GB/s (NVL)"
-# and, for the best combine, "RDMA chunk R, U + T us, ...".
+# older builds (the GKE seed's sample) and 1.2.1+29d31c0 again: "SMs S, NVL chunk N, RDMA chunk R: U + T us,
+# A GB/s (RDMA), B GB/s (NVL)" and, for the best combine, "RDMA chunk R, U + T us, ...".
 _INTER_BODY = (
     rf"SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), RDMA chunk (?P<rdma>\d+)"
     rf"(?:, transmit: (?P<t>{_N}) us, notify: (?P<notify>{_N}) us, BW: "
@@ -123,6 +124,48 @@ UNITS = {
     "buffer": "MB",
     "size": "B",
 }
+
+# Failures the seed reports hit, by what the log shows, with the fix that worked there. A failed run
+# whose log matches gets the fix added to its reasons (a passed run is never failed by these).
+KNOWN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"timeout \(dispatch CPU\)|num_recv_tokens: -1"),
+        "internode dispatch timed out: DeepEP was built against PyTorch's NVSHMEM, not the IBGDA build "
+        "(seed 001 problem 8): nvshmemSource=source, and the build log must say 'NVSHMEM path: <root>/nvshmem'",
+    ),
+    (
+        re.compile(r"NVSHMEM device library version does not match"),
+        "two NVSHMEM copies loaded (seed 001 problem 5): run with the installer's env file, which preloads "
+        "the source build's libnvshmem_host.so.3 over PyTorch's",
+    ),
+    (
+        re.compile(r"named symbol not found"),
+        "DeepEP was compiled for another GPU arch (seed 001 problem 7): rebuild with TORCH_CUDA_ARCH_LIST=10.0 "
+        "on B200 (the installer's deepep phase does: run.sh --redo deepep)",
+    ),
+    (
+        re.compile(r"IBVERBS_PRIVATE_\d+' not found|IBVERBS_PRIVATE_\d+ not found"),
+        "libibverbs and libmlx5 come from different rdma-core releases (seed 003): use the env file's "
+        "RDMAV_DRIVERS/LD_LIBRARY_PATH from one install, never the image's and DOCA's mixed",
+    ),
+    (
+        re.compile(r"Failed to initialize any NET plugin|NET/\w+ : .*mismatch|shim.*mismatch", re.IGNORECASE),
+        "NCCL found no usable network plugin (seed 003): on GKE the gIB plugin must match NCCL; without it "
+        "unset NCCL_NET and let NCCL use IB verbs",
+    ),
+    (
+        re.compile(r"couldn't load driver 'libmlx5|unable to load driver.*mlx5", re.IGNORECASE),
+        "the mlx5 verbs provider did not load (seed 003): the env file's RDMAV_DRIVERS must point at the "
+        "provider of the same rdma-core as libibverbs",
+    ),
+)
+
+
+def known_failure_hints(lines: Iterable[str]) -> list[str]:
+    """The fix of every known failure the lines show, each once, in table order."""
+    text = "\n".join(lines)
+    return [f"known failure: {fix}" for pattern, fix in KNOWN_FAILURES if pattern.search(text)]
+
 
 # What one rank of the low-latency test prints: every rank must print all of these.
 LL_METRICS = ("dispatch+combine", "dispatch", "combine", "dispatch send/recv", "combine send/recv")
@@ -436,7 +479,17 @@ class Expect:
 def check(
     test: str | None, recs: list[dict[str, Any]], seg: Segment | None = None, expect: Expect = Expect()
 ) -> list[str]:
-    """Every reason why `recs` are not a complete, passed run of `test`; empty when it passed."""
+    """Every reason why `recs` are not a complete, passed run of `test`; empty when it passed. A failed
+    run also gets the fix of each known failure its lines show."""
+    problems = _incomplete_or_failed(test, recs, seg, expect)
+    if problems and seg is not None:
+        problems += known_failure_hints(line for _, line in seg.lines)
+    return problems
+
+
+def _incomplete_or_failed(
+    test: str | None, recs: list[dict[str, Any]], seg: Segment | None, expect: Expect
+) -> list[str]:
     problems: list[str] = []
     if test is None:
         return ["no DeepEP or NCCL result lines found"]
