@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components import upstream
+
 PROJECT_NAME = "deepep-a4"
 
 PLATFORMS = ("gke", "gce")
@@ -95,11 +97,22 @@ KEYS: tuple[Key, ...] = (
     Key("nvidiaDriverVersion", str, "580.126.09", "NVIDIA open kernel driver version."),
     Key("cudaVersion", str, "12.9", "CUDA toolkit version (B200 needs 12.8 or newer)."),
     Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version."),
-    Key("nvshmemVersion", str, "3.4.5", "NVSHMEM version (pip wheel or source tag)."),
-    Key("nvshmemSource", str, "pip", "NVSHMEM from NVIDIA's pip wheel or a source build.", NVSHMEM_SOURCES),
+    Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag)."),
+    Key(
+        "nvshmemSource",
+        str,
+        "source",
+        "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: seed 001 problem 8).",
+        NVSHMEM_SOURCES,
+    ),
     Key("torchVersion", str, "2.10.0+cu129", "PyTorch version with its CUDA variant."),
-    Key("deepepRef", str, "v1.2.1", "DeepEP tag or commit (never a branch)."),
-    Key("deepepPr466", bool, False, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping)."),
+    Key(
+        "deepepRef",
+        str,
+        upstream.DEEPEP_NVSHMEM35_FIXES,
+        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the seeds ran).",
+    ),
+    Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
     # -- installer and NVSHMEM runtime -------------------------------------------------------------
     Key("useDocaOfed", bool, True, "Install DOCA-OFED where the node shows rocep* HCAs."),
     Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
@@ -304,7 +317,7 @@ _VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
 _GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DEEPEP_REF_RE = re.compile(r"^(v\d+\.\d+\.\d+([-.][a-z0-9]+)?|[0-9a-f]{7,40})$")
+_DEEPEP_REF_RE = re.compile(r"^(v\d+\.\d+\.\d+([-.][a-z0-9]+)?|[0-9a-f]{40})$")
 _TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 # registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
 _IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
@@ -609,11 +622,60 @@ def _check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
     ref = v["deepepRef"]
     if not _DEEPEP_REF_RE.match(ref):
         problems.append(
-            Problem("deepepRef", ref, "must be a tag such as v1.2.1 or a commit hash; branches like main move")
+            Problem(
+                "deepepRef",
+                ref,
+                "must be a tag such as v1.2.1 or a full 40-hex commit hash (git cannot fetch a short one); "
+                "branches like main move",
+            )
         )
+    if _VERSION_RE.match(v["nvshmemVersion"]):
+        _check_nvshmem_pairing(v, problems)
     if v["gkeVersion"] and not _GKE_VERSION_RE.match(v["gkeVersion"]):
         problems.append(
             Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty")
+        )
+
+
+def _check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
+    """NVSHMEM against what the DeepEP ref was checked with, and against where its source can be found."""
+    version, source = v["nvshmemVersion"], v["nvshmemSource"]
+    have = upstream.version_tuple(version)
+    known = upstream.DEEPEP_REFS.get(v["deepepRef"])
+    if known and have < known.min_nvshmem:
+        problems.append(
+            Problem(
+                "nvshmemVersion",
+                version,
+                f"DeepEP {v['deepepRef'][:12]} needs NVSHMEM {upstream.dotted(known.min_nvshmem)} or newer",
+            )
+        )
+    limit = known.nvshmem_before.get(source) if known else None
+    if known and limit and have >= limit:
+        problems.append(
+            Problem(
+                "deepepRef",
+                v["deepepRef"],
+                f"runs NVSHMEM ({source}) only before {upstream.dotted(limit)}, not {version}: {known.why_before}",
+            )
+        )
+    if source == "source" and have >= upstream.NVSHMEM_GITHUB_SINCE and version not in upstream.NVSHMEM_GITHUB_TAGS:
+        tags = ", ".join(upstream.NVSHMEM_GITHUB_TAGS)
+        problems.append(
+            Problem(
+                "nvshmemVersion",
+                version,
+                f"has no checked NVIDIA/nvshmem release tag (known: {tags}); add it to components/upstream.py",
+            )
+        )
+    if source == "pip" and "internode" in v["benchmarks"]:
+        problems.append(
+            Problem(
+                "nvshmemSource",
+                "pip",
+                "DeepEP built against the pip/PyTorch NVSHMEM timed out in internode dispatch on A4 (seed 001 "
+                "problem 8): use nvshmemSource=source, or drop internode from benchmarks",
+            )
         )
 
 

@@ -12,7 +12,8 @@ the offline plan's `files/install/<target>/` is exactly what runs on a node.
 Checksums: a download is verified against `CHECKSUMS` (artifact name -> sha256). A digest that cannot be
 known without downloading the artifact is not made up here: unpinned downloads are trusted on first
 use and their digests recorded on the node (`R/state/downloads.tsv`), ready to be pinned in the table;
-`REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP is pinned by tag and, where known, commit.
+`REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP and PR #466 are pinned by git commit
+(components/upstream.py), which git itself verifies.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import shlex
 from dataclasses import asdict
 from pathlib import Path
 
-from components import artifacts
+from components import artifacts, upstream
 from components.config import StackConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +55,6 @@ PHASES: tuple[str, ...] = (
 CHECKSUMS: dict[str, str] = {}
 REQUIRE_CHECKSUMS = False
 
-# Commits of DeepEP tags checked by hand (reference/deepep.md); the deepep phase refuses a moved tag.
-DEEPEP_TAG_COMMITS = {"v1.2.1": "9af0e0d"}
-
 # PCI device ids per accelerator, for preflight before any driver is loaded.
 GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
 
@@ -64,20 +62,17 @@ CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 DOCA_REPO_BASE = "https://linux.mellanox.com/public/repo/doca"
 PYPI_INDEX_URL = "https://pypi.org/simple"
 DEEPEP_REPO = "https://github.com/deepseek-ai/DeepEP.git"
-DEEPEP_PR466_URL = "https://github.com/deepseek-ai/DeepEP/pull/466.diff"
 NUMPY_SPEC = "numpy<3"
 MIN_FREE_GB = 40
 APT_LOCK_TIMEOUT_S = 900
 
 
-def nvshmem_source_url(version: str) -> str:
-    """NVSHMEM sources: NVIDIA's redist tarball before 3.3, the GitHub release tag since (seed 001: v3.5.19-1)."""
-    major, minor = (int(x) for x in version.split(".")[:2])
-    if (major, minor) < (3, 3):
-        return (
-            f"https://developer.download.nvidia.com/compute/redist/nvshmem/{version}/source/nvshmem_src_{version}-1.txz"
-        )
-    return f"https://github.com/NVIDIA/nvshmem/archive/refs/tags/v{version}-1.tar.gz"
+def deepep_commit(ref: str) -> str:
+    """The commit a DeepEP ref must resolve to: the checked one of a known tag, the ref itself if a hash."""
+    known = upstream.DEEPEP_REFS.get(ref)
+    if known:
+        return known.commit
+    return "" if ref.startswith("v") else ref
 
 
 def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
@@ -135,7 +130,7 @@ def _config_body(cfg: StackConfig, target: str) -> str:
         "NVSHMEM_SOURCE": v.nvshmem_source,
         "TORCH_VERSION": v.torch,
         "DEEPEP_REF": v.deepep_ref,
-        "DEEPEP_COMMIT": DEEPEP_TAG_COMMITS.get(v.deepep_ref, v.deepep_ref if not v.deepep_ref.startswith("v") else ""),
+        "DEEPEP_COMMIT": deepep_commit(v.deepep_ref),
         "DEEPEP_PR466": v.deepep_pr466,
         "USE_DOCA_OFED": cfg.installer.use_doca_ofed,
         "GDRCOPY_KERNEL_MODULE": cfg.installer.gdrcopy_kernel_module,
@@ -154,12 +149,15 @@ def _config_body(cfg: StackConfig, target: str) -> str:
         "CUDA_REPO_BASE": CUDA_REPO_BASE,
         "DOCA_REPO_BASE": DOCA_REPO_BASE,
         "GDRCOPY_URL": f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{v.gdrcopy}.tar.gz",
-        "NVSHMEM_SRC_URL": nvshmem_source_url(v.nvshmem),
+        # Only a source build fetches it; config validation guarantees a known tag for those.
+        "NVSHMEM_SRC_URL": upstream.nvshmem_source_url(v.nvshmem) if v.nvshmem_source == "source" else "",
         "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
         "PYPI_INDEX_URL": PYPI_INDEX_URL,
         "NUMPY_SPEC": NUMPY_SPEC,
         "DEEPEP_REPO": DEEPEP_REPO,
-        "DEEPEP_PR466_URL": DEEPEP_PR466_URL,
+        "DEEPEP_PR466_REF": upstream.DEEPEP_PR466_REF,
+        "DEEPEP_PR466_BASE": upstream.DEEPEP_PR466_BASE,
+        "DEEPEP_PR466_HEAD": upstream.DEEPEP_PR466_HEAD,
         "REQUIRE_CHECKSUMS": REQUIRE_CHECKSUMS,
         "APT_LOCK_TIMEOUT_S": APT_LOCK_TIMEOUT_S,
     }

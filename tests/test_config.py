@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components import config
+from components import config, upstream
 from scripts import plan_engine
 from tests.conftest import ROOT
 
@@ -77,6 +77,11 @@ def test_config_is_frozen() -> None:
         ({"torchVersion": "2.10.0"}, "torchVersion", "CUDA wheel variant"),
         ({"torchVersion": "2.10.0+cu130"}, "torchVersion", "does not match cudaVersion"),
         ({"deepepRef": "main"}, "deepepRef", "branches like main move"),
+        ({"deepepRef": "29d31c0"}, "deepepRef", "full 40-hex commit hash"),
+        ({"deepepRef": "v1.2.1"}, "deepepRef", "predates DeepEP #564"),
+        ({"deepepRef": "v1.2.1", "nvshmemVersion": "3.2.5"}, "nvshmemVersion", "needs NVSHMEM 3.3.9 or newer"),
+        ({"nvshmemVersion": "3.5.20"}, "nvshmemVersion", "no checked NVIDIA/nvshmem release tag"),
+        ({"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"}, "nvshmemSource", "seed 001 problem 8"),
         ({"nicHandler": "cpu"}, "nicHandler", "needs the GDRCopy kernel module"),
         ({"useDocaOfed": False}, "hcaPrefix", "mlx5_* HCA names come from DOCA-OFED"),
         ({"hcaPrefix": "rocep"}, "hcaPrefix", "DOCA-OFED renames HCAs"),
@@ -153,6 +158,30 @@ def test_ttl_parsing(text: str, seconds: int | None) -> None:
     assert config.parse_ttl(text) == seconds
 
 
+@pytest.mark.parametrize(
+    ("source", "version", "ok"),
+    [
+        ("source", "3.3.9", True),
+        ("source", "3.3.20", False),  # duplicate IBGDA device state without DeepEP #564's RDC
+        ("pip", "3.4.5", True),
+        ("pip", "3.5.0", False),  # NVSHMEM 3.5's QP layout
+    ],
+)
+def test_deepep_v121_runs_only_the_nvshmem_it_was_checked_with(source: str, version: str, ok: bool) -> None:
+    raw = {"deepepRef": "v1.2.1", "nvshmemSource": source, "nvshmemVersion": version, "benchmarks": ["intranode"]}
+    if ok:
+        assert config.parse({**VALID, **raw}, "test").versions.deepep_ref == "v1.2.1"
+    else:
+        problem = only_problem(**raw)
+        assert (problem.key, problem.value) == ("deepepRef", "v1.2.1")
+        assert "only before" in problem.allowed and "29d31c095796f3c8ece47ee9cdcc167051bbeed9" in problem.allowed
+
+
+def test_an_unchecked_deepep_commit_is_not_cross_checked() -> None:
+    cfg = config.parse({**VALID, "deepepRef": "a" * 40, "nvshmemVersion": "3.3.9"}, "test")
+    assert cfg.versions.deepep_ref == "a" * 40
+
+
 def test_rdma_range_is_split_into_eight_subnets_in_order() -> None:
     cfg = config.parse({**VALID, "rdmaCidr": "10.200.0.0/16"}, "dev")
     assert cfg.network.rdma_subnet_cidrs[0] == "10.200.0.0/19"
@@ -194,11 +223,31 @@ def test_stacks_carry_the_seed_versions() -> None:
     gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200")), "gke-b200")
     assert gke.platform == "gke"
     assert gke.gke.version == "1.33.5-gke.1162000"
-    assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.2.5", "2.5.1")
+    # The seed's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
+    assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")
+    assert gke.versions.deepep_ref == "v1.2.1"
     assert gke.versions.nvidia_driver.startswith("575.")
     gce = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gce-b200")), "gce-b200")
     assert gce.platform == "gce"
     assert (gce.versions.doca_ofed, gce.versions.nvshmem, gce.versions.cuda) == ("3.2.1", "3.5.19", "12.9")
     assert gce.versions.torch == "2.10.0+cu129"
     assert gce.versions.deepep_pr466 is True
+    assert gce.versions.deepep_ref.startswith("29d31c0")  # seed 000: DeepEP 1.2.1+29d31c0
     assert (gce.nvshmem.nic_handler, gce.nvshmem.hca_prefix, gce.nvshmem.gid_index) == ("gpu", "mlx5", 3)
+
+
+@pytest.mark.parametrize(
+    ("version", "url"),
+    [
+        ("3.2.5", "https://developer.download.nvidia.com/compute/redist/nvshmem/3.2.5/source/nvshmem_src_3.2.5-1.txz"),
+        (
+            "3.3.9",
+            "https://developer.download.nvidia.com/compute/redist/nvshmem/3.3.9/source/"
+            "nvshmem_src_cuda12-all-all-3.3.9.tar.gz",
+        ),
+        ("3.4.5", "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.4.5-0.tar.gz"),
+        ("3.5.19", "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.5.19-1.tar.gz"),  # seed 001
+    ],
+)
+def test_nvshmem_sources_come_from_where_each_release_lives(version: str, url: str) -> None:
+    assert upstream.nvshmem_source_url(version) == url

@@ -118,7 +118,7 @@ def test_rank_world_size_master_and_bench_metadata(gce_plan: plan_engine.PlanRes
 
 def test_run_id_is_stable_and_follows_versions_and_sizes() -> None:
     assert gce_bench.run_id(cfg_of()) == gce_bench.run_id(cfg_of())
-    assert gce_bench.run_id(cfg_of()) != gce_bench.run_id(cfg_of(nvshmemVersion="3.5.20"))
+    assert gce_bench.run_id(cfg_of()) != gce_bench.run_id(cfg_of(nvshmemVersion="3.4.5"))
     assert gce_bench.run_id(cfg_of()) != gce_bench.run_id(cfg_of(internodeTokens=4096))
 
 
@@ -264,7 +264,7 @@ def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: 
 
 
 def test_startup_script_carries_the_stacks_versions() -> None:
-    for overrides in ({}, {"nvshmemVersion": "3.5.20", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
+    for overrides in ({}, {"nvshmemVersion": "3.4.5", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
         cfg = cfg_of(**overrides)
         script = gce_bench.render_startup_script(cfg)
         v = cfg.versions

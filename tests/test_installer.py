@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from components import artifacts, config, installer
+from components import artifacts, config, installer, upstream
 from scripts import plan_engine
 from tests.conftest import ROOT, stack_config
 
@@ -33,6 +33,9 @@ REAL_TOOLS = (
     "dirname basename flock wc tee touch find df stat mktemp tar gzip xz install nproc realpath"
 ).split()
 ORDER: list[str] = list(installer.PHASES)
+# The wheel is allowed only without the internode test (seed 001 problem 8).
+PIP_WHEEL: dict[str, Any] = {"nvshmemSource": "pip", "benchmarks": ["intranode", "low-latency"]}
+NVSHMEM_FROM: dict[str, dict[str, Any]] = {"pip": PIP_WHEEL, "source": {"nvshmemSource": "source"}}
 
 
 def cfg_of(stack: str = "gce-b200", **overrides: Any) -> config.StackConfig:
@@ -249,7 +252,7 @@ def test_installer_hash_names_versions_and_text() -> None:
     base = installer.installer_hash(cfg_of())
     assert re.fullmatch(r"[0-9a-f]{16}", base)
     assert base == installer.installer_hash(cfg_of())
-    assert installer.installer_hash(cfg_of(nvshmemVersion="3.5.20")) != base
+    assert installer.installer_hash(cfg_of(nvshmemVersion="3.4.5")) != base
     assert installer.installer_hash(cfg_of(), "gke") != base
 
 
@@ -262,7 +265,7 @@ def test_installer_hash_changes_with_a_phase_script_edit(monkeypatch: pytest.Mon
 
 
 def test_phase_dependencies_follow_the_nvshmem_source() -> None:
-    pip = installer.phase_deps(cfg_of(nvshmemSource="pip", nvshmemVersion="3.4.5"))
+    pip = installer.phase_deps(cfg_of(**PIP_WHEEL, nvshmemVersion="3.4.5"))
     src = installer.phase_deps(cfg_of())
     assert "nvshmem" in pip["pytorch"] and "nvshmem" not in src["pytorch"]
     assert "gdrcopy" in src["nvshmem"] and "gdrcopy" not in pip["nvshmem"]
@@ -280,7 +283,7 @@ def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
     variants = [
         {},
         {"nicHandler": "cpu", "gdrcopyKernelModule": True},
-        {"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"},
+        {**PIP_WHEEL, "nvshmemVersion": "3.4.5"},
     ]
     for n, overrides in enumerate(variants):
         for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
@@ -376,7 +379,8 @@ def test_the_seed_commands_are_what_runs(tmp_path: Path) -> None:
     assert not any(" driver" in c for c in m.calls("make"))  # gpu NIC handler: no gdrdrv
     pip = [c for c in m.calls("venv-python") if "pip install" in c and "torch==" in c]
     assert pip and "torch==2.10.0+cu129" in pip[0] and "https://download.pytorch.org/whl/cu129" in pip[0]
-    assert "git -C" in calls and "fetch --quiet --tags origin v1.2.1" in calls
+    assert "git -C" in calls and f"fetch --quiet --tags origin {upstream.DEEPEP_NVSHMEM35_FIXES}" in calls
+    assert f"fetch --quiet origin {upstream.DEEPEP_PR466_REF}" in calls  # PR #466 by its pinned commit
     build_log = (m.root / "logs/deepep-build.log").read_text()
     assert " > Arch list: 10.0" in build_log
     assert f" > NVSHMEM path: {m.root}/nvshmem" in build_log
@@ -435,10 +439,10 @@ def test_a_reboot_that_does_not_help_is_not_repeated(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("source", ["source", "pip"])
 def test_changing_nvshmem_reruns_only_what_depends_on_it(source: str, tmp_path: Path) -> None:
-    versions = {"source": ("3.5.19", "3.5.20"), "pip": ("3.4.5", "3.4.6")}[source]
+    versions = {"source": ("3.5.19", "3.4.5"), "pip": ("3.4.5", "3.4.6")}[source]
     m = Machine(tmp_path)
-    install(m, m.render(cfg_of(nvshmemSource=source, nvshmemVersion=versions[0])))
-    d = m.render(cfg_of(nvshmemSource=source, nvshmemVersion=versions[1]))
+    install(m, m.render(cfg_of(**NVSHMEM_FROM[source], nvshmemVersion=versions[0])))
+    d = m.render(cfg_of(**NVSHMEM_FROM[source], nvshmemVersion=versions[1]))
     plan = m.run(d, "--plan")
     proc = m.run(d)
     assert proc.returncode == 0, proc.stderr
@@ -474,7 +478,7 @@ def test_env_file_maps_every_gpu_to_its_nearest_nic(tmp_path: Path) -> None:
 
 def test_env_file_with_the_pip_wheel_has_no_preload_and_no_nvshmem_dir(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    install(m, m.render(cfg_of(nvshmemSource="pip", nvshmemVersion="3.4.5")))
+    install(m, m.render(cfg_of(**PIP_WHEEL, nvshmemVersion="3.4.5")))
     env = m.env_file()
     assert "LD_PRELOAD" not in env and "NVSHMEM_DIR" not in env and "NVSHMEM_HOME" not in env
     wheel = f"{m.root}/venv/lib/python3.12/site-packages/nvidia/nvshmem"
@@ -565,6 +569,15 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
     ).stdout.splitlines()
     assert out[0] == str(dest)
     assert all(p.startswith(str(dest)) for p in out[1:]), out
+    # DeepEP's build asks the copy's sysconfig for Python.h, which resolves inside the copy.
+    include = subprocess.run(
+        [str(dest / "bin/python3"), "-I", "-c", "import sysconfig; print(sysconfig.get_path('include'))"],
+        env={"LD_LIBRARY_PATH": str(dest / "lib")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert include.startswith(str(dest)) and (Path(include) / "Python.h").is_file(), include
 
 
 def test_platform_driver_is_left_alone(tmp_path: Path) -> None:
@@ -591,6 +604,30 @@ def test_cpu_nic_handler_builds_gdrdrv_with_a_boot_unit(tmp_path: Path) -> None:
     # The fake machine cannot hold a character device: verify says exactly that.
     assert proc.returncode == 1
     assert "gdrdrv loaded and /dev/gdrdrv present" in proc.stderr
+
+
+def test_a_fresh_image_gets_the_build_tools_once(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of("gke-b200"), "gke")
+    install(m, d)
+    installed = " ".join(c for c in m.calls("apt-get") if " install " in c)
+    # seed 001 phase 0 and seed 002's in-pod apt line: what cmake -G Ninja, setup.py and verify need
+    for pkg in ("build-essential", "cmake", "ninja-build", "libibverbs-dev", "git", "python3-dev", "ibverbs-utils"):
+        assert pkg in installed.split(), pkg
+    assert (m.root / "python/include/python3.12/Python.h").is_file()  # the pods' copy can build too
+    assert m.run(d, "--redo", "nvshmem").returncode == 0
+    assert any(c.endswith(" cmake") for c in m.calls("dpkg-query"))  # asked, found installed
+    assert not any(" install " in c for c in m.calls("apt-get")), m.calls("apt-get")
+
+
+def test_a_force_pushed_pr466_is_refused(tmp_path: Path) -> None:
+    m = Machine(tmp_path, driver_loaded="580.126.09", peermapping=True)
+    d = m.render(cfg_of())
+    proc = m.run(d, STUB_PR466_HEAD="1" * 40)
+    assert proc.returncode == 1
+    assert "phase 'deepep' failed" in proc.stderr
+    assert f"not the checked {upstream.DEEPEP_PR466_HEAD}" in proc.stderr
+    assert not (m.root / "DeepEP/deep_ep/buffer.py").read_text().count("_setup_device_hca_mapping")
 
 
 def test_deepep_built_against_the_wrong_nvshmem_fails(tmp_path: Path) -> None:

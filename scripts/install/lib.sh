@@ -91,6 +91,21 @@ apt_get() {
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
 }
 
+# need_packages PKG...: installs, in one apt transaction, those of the Ubuntu packages PKG... that are
+# missing. The seeds installed build tools by hand first (seed 001 phase 0: cmake ninja-build
+# python3-venv libibverbs-dev ibverbs-utils; seed 002: git python3.12-dev build-essential); a fresh image
+# has none of them, and a build that finds no ninja or Python.h fails deep inside cmake or setup.py.
+need_packages() {
+  local pkg missing=()
+  for pkg in "$@"; do
+    [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" == *"ok installed"* ]] || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
+  log "installing ${missing[*]}"
+  apt_get update
+  apt_get install --no-install-recommends "${missing[@]}"
+}
+
 # The CUDA network repository (driver and toolkit), installed once through NVIDIA's keyring package.
 ensure_cuda_repo() {
   local deb="$CACHE/cuda-keyring_1.1-1_all.deb"
@@ -147,6 +162,8 @@ venv_python() { echo "$VENV/bin/python"; }
 # pods mount the install root but not the host's /usr, so the venv's interpreter is a copy inside R.
 ensure_venv() {
   local base=python3
+  # python3-dev: DeepEP's extension build includes Python.h.
+  need_packages python3-venv python3-dev
   if [[ ! -x $VENV/bin/python ]]; then
     if [[ $DEEPEP_TARGET == gke ]]; then
       copy_python python3 "$R/python"
@@ -158,21 +175,25 @@ ensure_venv() {
 }
 
 # copy_python PYTHON DEST: a self-contained copy of PYTHON under DEST: bin/pythonX.Y, its standard library
-# as lib/pythonX.Y (Python finds its prefix from that landmark next to the binary) and, in lib/, the
+# as lib/pythonX.Y (Python finds its prefix from that landmark next to the binary), its C headers as
+# include/pythonX.Y (where a copied prefix's sysconfig looks for Python.h) and, in lib/, the
 # shared libraries it and its extension modules link beyond glibc (libssl, libffi, ...), which a slim
 # container image lacks. The pod's image is the node's Ubuntu release, so glibc itself matches.
 copy_python() {
-  local py=$1 dest=$2 new="$2.new" info ver src stdlib so
+  local py=$1 dest=$2 new="$2.new" info ver src stdlib include so
   info="$("$py" -c 'import os, sys, sysconfig
-print("%d.%d" % sys.version_info[:2]); print(os.path.realpath(sys.executable)); print(sysconfig.get_path("stdlib"))')" ||
+print("%d.%d" % sys.version_info[:2]); print(os.path.realpath(sys.executable)); print(sysconfig.get_path("stdlib"))
+print(sysconfig.get_path("include"))')" ||
     die "$py cannot describe itself: is python3 installed?"
-  { read -r ver && read -r src && read -r stdlib; } <<<"$info"
+  { read -r ver && read -r src && read -r stdlib && read -r include; } <<<"$info"
   [[ -n $ver && -e $src && -d $stdlib ]] || die "$py reported version '$ver', binary '$src', stdlib '$stdlib'"
+  [[ -f $include/Python.h ]] || die "no Python.h under '$include': python3-dev is missing"
   rm -rf "$new"
-  mkdir -p "$new/bin" "$new/lib"
+  mkdir -p "$new/bin" "$new/lib" "$new/include"
   cp -a "$src" "$new/bin/python$ver"
   ln -s "python$ver" "$new/bin/python3"
   cp -a "$stdlib" "$new/lib/python$ver"
+  cp -a "$include" "$new/include/python$ver"
   rm -rf "$new/lib/python$ver/test" "$new/lib/python$ver/site-packages"
   { ldd "$new/bin/python$ver" "$new/lib/python$ver/lib-dynload/"*.so 2>/dev/null || true; } |
     awk '$2 == "=>" && $3 ~ /^\// && $3 !~ /\/(libc|libm|libpthread|libdl|librt|libresolv)\.so|\/ld-linux/ {print $3}' |

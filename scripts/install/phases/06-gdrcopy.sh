@@ -52,6 +52,7 @@ UNIT
 }
 
 phase_run() {
+  need_packages build-essential
   local tarball="$CACHE/gdrcopy-$GDRCOPY_VERSION.tar.gz" src="$SRC/gdrcopy-$GDRCOPY_VERSION"
   fetch "$GDRCOPY_URL" "$tarball" "gdrcopy-$GDRCOPY_VERSION.tar.gz"
   rm -rf "$src" && mkdir -p "$src"

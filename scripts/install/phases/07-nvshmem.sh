@@ -1,7 +1,9 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase nvshmem: NVSHMEM with IBGDA.
 # pip (default): NVIDIA's wheel, which ships nvshmem_transport_ibgda; DeepEP finds it with NVSHMEM_DIR
-#   unset and links its versioned libnvshmem_host.so.3 (reference/deepep.md). No LD_PRELOAD needed.
+#   unset and links its versioned libnvshmem_host.so.3 (DeepEP's setup.py). No LD_PRELOAD needed. This is
+#   the NVSHMEM PyTorch bundles, which timed out in internode dispatch on A4 (seed 001 problem 8): the
+#   config model allows it only without the internode test.
 # source: for versions no wheel has. IBGDA and GDRCopy on, MPI/SHMEM off (seed 000 §5.3), sm_100 only,
 #   nvcc named explicitly (seed 000 §5.4); the env file then preloads it over PyTorch's bundled copy.
 
@@ -22,6 +24,8 @@ from_wheel() {
 
 from_source() {
   local tarball="$CACHE/nvshmem-$NVSHMEM_VERSION.src" src="$SRC/nvshmem-$NVSHMEM_VERSION" cccl
+  # IBGDA compiles against the verbs headers (mlx5dv.h); with DOCA-OFED apt takes DOCA's libibverbs-dev.
+  need_packages build-essential cmake ninja-build libibverbs-dev
   fetch "$NVSHMEM_SRC_URL" "$tarball" "nvshmem-$NVSHMEM_VERSION-source"
   rm -rf "$src" "$R/nvshmem" && mkdir -p "$src"
   tar -xf "$tarball" -C "$src" --strip-components=1

@@ -5,7 +5,7 @@
 # a build against PyTorch's bundled copy times out in internode dispatch (seed 001 problem 8).
 
 phase_inputs() {
-  echo "ref=$DEEPEP_REF commit=$DEEPEP_COMMIT pr466=$DEEPEP_PR466 arch=$TORCH_CUDA_ARCH_LIST nvshmem=$NVSHMEM_SOURCE"
+  echo "ref=$DEEPEP_REF commit=$DEEPEP_COMMIT pr466=$DEEPEP_PR466@$DEEPEP_PR466_HEAD arch=$TORCH_CUDA_ARCH_LIST nvshmem=$NVSHMEM_SOURCE"
 }
 
 checkout() {
@@ -23,7 +23,12 @@ checkout() {
   fi
   log "DeepEP $DEEPEP_REF at $head"
   if ((DEEPEP_PR466)); then
-    fetch "$DEEPEP_PR466_URL" "$CACHE/deepep-pr466.diff" deepep-pr466.diff
+    # Pinned by commit: a force-push to the PR is refused here instead of built.
+    retry 3 git -C "$dir" fetch --quiet origin "$DEEPEP_PR466_REF"
+    head="$(git -C "$dir" rev-parse FETCH_HEAD)"
+    [[ $head == "$DEEPEP_PR466_HEAD" ]] ||
+      die "PR #466 ($DEEPEP_PR466_REF) is now at $head, not the checked $DEEPEP_PR466_HEAD: review it, then update components/upstream.py, or set deepepPr466=false"
+    git -C "$dir" diff "$DEEPEP_PR466_BASE" "$DEEPEP_PR466_HEAD" >"$CACHE/deepep-pr466.diff"
     git -C "$dir" apply --whitespace=nowarn "$CACHE/deepep-pr466.diff" ||
       die "PR #466 does not apply to DeepEP $DEEPEP_REF: pick a ref it applies to, or set deepepPr466=false"
     grep -q _setup_device_hca_mapping "$dir/deep_ep/buffer.py" ||
@@ -33,6 +38,7 @@ checkout() {
 }
 
 phase_run() {
+  need_packages git ninja-build
   checkout
   local dir="$R/DeepEP" want cccl used site build_log="$LOGS/deepep-build.log"
   want="$(nvshmem_home)"

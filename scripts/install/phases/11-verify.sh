@@ -62,6 +62,7 @@ pr466_ok() { grep -q _setup_device_hca_mapping "$R/DeepEP/deep_ep/buffer.py"; }
 gdrdrv_ok() { [[ "$(lsmod)" =~ (^|$'\n')gdrdrv[[:space:]] && -c $SYS/dev/gdrdrv ]]; }
 
 phase_run() {
+  need_packages ibverbs-utils # ibv_devinfo (seed 001 phase 0)
   : >"$STATE/verify.out"
   check "nvcc reports CUDA $CUDA_VERSION" nvcc_ok
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
