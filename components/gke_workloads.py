@@ -36,7 +36,8 @@ Benchmark pod privileges: decided in components/gke_pod_security.py (only the in
 is privileged with the default `podNetworking: multiNetwork`). GPUs come from GKE's device plugin
 (`nvidia.com/gpu: 8`); only the RDMA tests (internode, low-latency) get the multi-network interfaces.
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
-plugin folder; writable: emptyDirs for results, /tmp (HOME) and a memory /dev/shm (NCCL).
+plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
+provider folder (the env file copies the host's mlx5 provider there, seed 003).
 A NetworkPolicy admits to a benchmark pod only the other benchmark pods (the internode rendezvous) and
 nothing to the installer's pods; egress stays open (DNS, the rendezvous, package mirrors).
 No apt or pip at run time: the pod's environment is the installer's env file on top of the device
@@ -76,6 +77,7 @@ INSTALLED_LABEL = "deepep-a4/installed"
 VERSIONS_ANNOTATION = "deepep-a4/versions-hash"
 INTERNODE_SERVICE = "deepep-internode"
 MASTER_PORT = 29500
+VERBS_PROVIDER_DIR = "/usr/lib/x86_64-linux-gnu/libibverbs"
 
 NODE_SELECTOR = {NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE}
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Equal", "value": GPU_TAINT_VALUE, "effect": "NoSchedule"}
@@ -412,8 +414,9 @@ exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {DEEPEP_DIR} --gib-dir {GI
 def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
     b = cfg.benchmarks
     env: list[dict[str, Any]] = [
-        # Where GKE's device plugin mounts the driver's userspace (what CUDA images put in their ENV).
-        {"name": "LD_LIBRARY_PATH", "value": f"{GPU_PLUGIN_DIR}/lib64"},
+        # Where GKE's device plugin mounts the driver's userspace (what CUDA images put in their ENV, and
+        # seed 003's Job: lib64, then lib).
+        {"name": "LD_LIBRARY_PATH", "value": f"{GPU_PLUGIN_DIR}/lib64:{GPU_PLUGIN_DIR}/lib"},
         {"name": "PATH", "value": f"{GPU_PLUGIN_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
         {"name": "HOME", "value": "/tmp"},  # noqa: S108 - an emptyDir; the root file system is read-only
         {"name": "BENCH_TESTS", "value": test},
@@ -479,6 +482,9 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
                     {"name": "results", "mount_path": RESULTS_DIR},
                     {"name": "dshm", "mount_path": "/dev/shm"},  # noqa: S108 - a memory emptyDir for NCCL
                     {"name": "tmp", "mount_path": "/tmp"},  # noqa: S108 - HOME and caches: the root is read-only
+                    # libibverbs' default provider folder, writable: the env file copies the host's mlx5
+                    # provider there (seed 003: spawned ranks do not see RDMAV_DRIVERS reliably).
+                    {"name": "verbs-providers", "mount_path": VERBS_PROVIDER_DIR},
                 ],
             }
         ],
@@ -490,6 +496,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             # Google's A4 NCCL tests give /dev/shm 250Gi; it counts against the memory limit.
             {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": DSHM_SIZE}},
             {"name": "tmp", "empty_dir": {}},
+            {"name": "verbs-providers", "empty_dir": {"size_limit": "64Mi"}},
         ],
     }
     if host_network:

@@ -221,6 +221,46 @@ def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> No
     assert seen["MASTER_PORT"] == "29501"  # every test its own port, the same on every node
 
 
+def fake_ib_sysfs(root: Path, hcas: int = 8) -> Path:
+    for i in range(hcas):
+        counters = root / f"mlx5_{i}" / "ports" / "1" / "counters"
+        counters.mkdir(parents=True)
+        (counters / "port_xmit_data").write_text("1000\n")
+    return root
+
+
+@pytest.mark.parametrize(("busy_nics", "passes"), [(8, True), (1, False)])
+def test_internode_traffic_must_spread_over_the_nics(tmp_path: Path, busy_nics: int, passes: bool) -> None:
+    """Seed 001's PR #466 check: port_xmit_data of every NIC before and after the internode test."""
+    ib = fake_ib_sysfs(tmp_path / "ib")
+    send = (  # the stand-in test "sends" 1 GB over the first busy_nics NICs
+        f"from pathlib import Path\nfor i in range({busy_nics}):\n"
+        f"    c = Path({str(ib)!r}) / f'mlx5_{{i}}/ports/1/counters/port_xmit_data'\n"
+        f"    c.write_text(str(int(c.read_text()) + 250_000_000 // {busy_nics}))\n"
+    )
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
+    env = {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    rc, out = run(
+        tmp_path,
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        "--tests",
+        "internode",
+        "--ib-sysfs",
+        str(ib),
+        env=env,
+    )
+    assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log either way
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    if passes:
+        assert rc == 0, out
+    else:
+        assert rc == 1
+        [problem] = summary["tests"][0]["problems"]
+        assert "one NIC only (mlx5_0/1: 100%" in problem and "deepepPr466=true" in problem
+
+
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [

@@ -26,7 +26,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "install"
 STUB = FIXTURES / "stub.sh"
 STUBBED = (
     "id uname nvidia-smi modinfo dpkg-query dpkg apt-get apt-mark modprobe depmod insmod shutdown curl make "
-    "cmake git python3 ibv_devinfo lsmod systemctl"
+    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig"
 ).split()
 REAL_TOOLS = (
     "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
@@ -137,7 +137,7 @@ class Machine:
             else ""
         )
         override = "PeerMappingOverride=1;" if "PeerMappingOverride=1" in confs else ""
-        (proc / "params").write_text(f'RegistryDwords: "{override}"\n')
+        (proc / "params").write_text(f'DmaRemapPeerMmio: 1\nRegistryDwords: "{override}"\n')
 
     def reboot(self) -> None:
         """What the node looks like after `shutdown -r`: new boot id, driver reloaded, DOCA's HCA names."""
@@ -457,6 +457,14 @@ def test_changing_nvshmem_reruns_only_what_depends_on_it(source: str, tmp_path: 
         assert "nvidia-nvshmem-cu12==3.4.6" in (m.root / "state/pip-constraints.txt").read_text()
 
 
+def test_the_hosts_linker_finds_the_source_nvshmem(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of()))
+    conf = (m.sys / "etc/ld.so.conf.d/deepep-a4.conf").read_text().split()
+    assert conf == [f"{m.root}/nvshmem/lib", f"{m.root}/gdrcopy/lib"]  # seed 002's nvshmem.conf
+    assert m.calls("ldconfig")
+
+
 def test_env_file_maps_every_gpu_to_its_nearest_nic(tmp_path: Path) -> None:
     m = Machine(tmp_path)
     install(m, m.render(cfg_of()))
@@ -536,7 +544,11 @@ def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Pa
     assert (m.root / "rdma-core/lib/libibverbs/libmlx5-rdmav57.so").exists()
     env = m.env_file()
     assert env["LD_LIBRARY_PATH"].split(":")[0] == f"{m.root}/rdma-core/lib"
-    assert (m.root / "unified-env.sh").read_text().count("libmlx5-rdmav57.so") >= 2
+    env_text = (m.root / "unified-env.sh").read_text()
+    assert env_text.count("libmlx5-rdmav57.so") >= 2
+    assert (
+        f"cp '{m.root}/rdma-core/lib/libibverbs/libmlx5-rdmav57.so' /usr/lib/x86_64-linux-gnu/libibverbs/" in env_text
+    )
     # The pods mount R, not the host's /usr: the venv runs a copy of the host's python inside R.
     assert (m.root / "python/lib/python3.12/os.py").exists() and (m.root / "python/bin/python3").exists()
     assert not (m.root / "python/lib/python3.12/test").exists()
@@ -639,6 +651,24 @@ def test_deepep_built_against_the_wrong_nvshmem_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "phase 'deepep' failed" in proc.stderr, proc.stderr
     assert "seed 001 problem 8" in proc.stderr
+
+
+def test_deepep_built_for_another_gpu_fails(tmp_path: Path) -> None:
+    m = Machine(tmp_path, driver_loaded="580.126.09", peermapping=True)
+    proc = m.run(m.render(cfg_of()), STUB_ARCH_OVERRIDE="9.0")  # an H100 build on a B200 node
+    assert proc.returncode == 1
+    assert "phase 'deepep' failed" in proc.stderr and "seed 001 problem 7" in proc.stderr
+
+
+def test_verify_wants_dma_remap_of_peer_mmio(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    install(m, d)
+    params = m.sys / "proc/driver/nvidia/params"
+    params.write_text(params.read_text().replace("DmaRemapPeerMmio: 1", "DmaRemapPeerMmio: 0"))
+    proc = m.run(d, "--redo", "verify")
+    assert proc.returncode == 1
+    assert "DmaRemapPeerMmio: 1" in proc.stderr
 
 
 def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

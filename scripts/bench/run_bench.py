@@ -127,6 +127,44 @@ def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple
     return env, notes
 
 
+# -- RDMA traffic per NIC (seed 001's PR #466 check) ----------------------------------------------------
+
+IB_SYSFS = "/sys/class/infiniband"
+# A NIC "carries" the test when it sent at least this share of the bytes all NICs sent.
+NIC_BUSY_SHARE = 0.05
+
+
+def nic_tx_bytes(ib_dir: Path) -> dict[str, int]:
+    """port_xmit_data of every HCA port, in bytes (the counter counts 4-byte words)."""
+    sent: dict[str, int] = {}
+    for counter in sorted(ib_dir.glob("*/ports/*/counters/port_xmit_data")):
+        try:
+            sent[f"{counter.parents[3].name}/{counter.parents[1].name}"] = int(counter.read_text().strip()) * 4
+        except (OSError, ValueError):
+            continue
+    return sent
+
+
+def nic_spread(before: dict[str, int], after: dict[str, int]) -> tuple[dict[str, int], str | None]:
+    """Bytes each NIC sent in between, and the problem when one NIC carried it all.
+
+    Seed 001 problem 3: without PR #466's DEEP_EP_DEVICE_TO_HCA_MAPPING every GPU uses mlx5_0 and
+    internode RDMA falls to ~6.5 GB/s; its check was exactly these counters ("all 8 NICs should show
+    traffic"). No counters, or none moved, means nothing to judge (a pod may not see them)."""
+    delta = {k: max(after[k] - before.get(k, 0), 0) for k in after}
+    total = sum(delta.values())
+    if len(delta) < 2 or total == 0:
+        return delta, None
+    busy = [k for k, v in delta.items() if v >= NIC_BUSY_SHARE * total]
+    if len(busy) > 1:
+        return delta, None
+    return delta, (
+        f"RDMA traffic on one NIC only ({busy[0]}: {delta[busy[0]] / total:.0%} of {total / 1e9:.2f} GB): "
+        f"every GPU used the same NIC, so DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) is not in effect "
+        f"(seed 001 problem 3, ~6.5 GB/s): set deepepPr466=true"
+    )
+
+
 # -- one test --------------------------------------------------------------------------------------
 
 
@@ -200,8 +238,11 @@ def run_test(
     results_dir: Path,
     expect: bench_parse.Expect,
     out: TextIO,
+    ib_dir: Path | None = None,
 ) -> TestRun:
-    """Runs one test with begin/end markers around its output, then parses and records it."""
+    """Runs one test with begin/end markers around its output, then parses and records it. With ib_dir,
+    also how much each RDMA NIC sent meanwhile, and whether the traffic was spread over the NICs."""
+    nics_before = nic_tx_bytes(ib_dir) if ib_dir else {}
     begin = {"test": run.test, "argv": run.argv, "processes": expect.processes, "nodes": expect.nodes}
     log(out, "begin", begin)
     log_path = results_dir / f"{run.test}.log"
@@ -223,6 +264,11 @@ def run_test(
         run.problems = res.problems
         run.summary = res.summary
         records = res.records
+    if ib_dir:
+        sent, spread_problem = nic_spread(nics_before, nic_tx_bytes(ib_dir))
+        log(out, "info", f"{run.test}: RDMA bytes sent per NIC {json.dumps(sent, sort_keys=True)}")
+        if spread_problem and not run.problems:
+            run.problems = [spread_problem]
     run.status = "passed" if not run.problems else "failed"
     doc = {**asdict(run), "records": records, "host": socket.gethostname()}
     (results_dir / f"{run.test}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -377,6 +423,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--skip-nccl-check", action="store_true", default=e("BENCH_SKIP_NCCL_CHECK", "") == "1")
     ap.add_argument("--nccl-sizes-mb", default=e("BENCH_NCCL_SIZES_MB", "16,256"), help="all-to-all sizes per rank")
     ap.add_argument("--nccl-iters", type=int, default=int(e("BENCH_NCCL_ITERS", "20")))
+    ap.add_argument("--ib-sysfs", default=IB_SYSFS, help=argparse.SUPPRESS)  # tests point it at a fake tree
     ap.add_argument("--nccl-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--nodes", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--node-rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -480,7 +527,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             continue
         test_env = dict(env, MASTER_ADDR=master_addr if nodes > 1 else "127.0.0.1", MASTER_PORT=str(port))
         test_env.update(WORLD_SIZE=str(nodes), RANK=str(node_rank))
-        runs.append(run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out))
+        ib_dir = Path(args.ib_sysfs) if test == "internode" else None
+        runs.append(run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out, ib_dir))
 
     summary = {
         "host": socket.gethostname(),

@@ -55,6 +55,8 @@ phase_run() {
     [[ -n $cccl ]] && export CPATH="$cccl${CPATH:+:$CPATH}"
     "$(venv_python)" setup.py build_ext --inplace
   ) 2>&1 | tee "$build_log"
+  grep -q "Arch list: $TORCH_CUDA_ARCH_LIST\$" "$build_log" ||
+    die "the DeepEP build log ($build_log) does not say 'Arch list: $TORCH_CUDA_ARCH_LIST': kernels for another GPU fail with 'named symbol not found' (seed 001 problem 7)"
   used="$(sed -n 's/.*NVSHMEM path: *//p' "$build_log" | tail -n1)"
   [[ -n $used ]] || die "the DeepEP build log ($build_log) does not show the NVSHMEM path it used"
   [[ $used == "$want" || "$(readlink -f "$used")" == "$(readlink -f "$want")" ]] ||

@@ -101,6 +101,20 @@ ship_rdma_core() {
   cp -L "$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so" "$dst/libibverbs/"
 }
 
+# The host's dynamic linker finds the source NVSHMEM and GDRCopy without the env file too (seed 002:
+# /etc/ld.so.conf.d/nvshmem.conf); processes that source the env file still preload our NVSHMEM first.
+LDCONF=/etc/ld.so.conf.d/deepep-a4.conf
+register_libraries() {
+  mkdir -p "$SYS${LDCONF%/*}"
+  if [[ $NVSHMEM_SOURCE == source ]]; then
+    printf '%s\n' "$R/nvshmem/lib" "$R/gdrcopy/lib" >"$SYS$LDCONF"
+  else
+    # The wheel's copy stays inside the venv, where PyTorch expects it.
+    printf '%s\n' "$R/gdrcopy/lib" >"$SYS$LDCONF"
+  fi
+  ldconfig
+}
+
 phase_run() {
   local mapping first pabi nv_home cuda_home="$SYS/usr/local/cuda-$CUDA_VERSION" ld=() preload=""
   first="$(first_hca)"
@@ -159,13 +173,17 @@ unset RDMAV_DRIVERS
 ENV
   if [[ $DEEPEP_TARGET == gke ]]; then
     cat >>"$ENV_FILE.tmp" <<ENV
-# In a container the image's provider folder may lack this ABI's mlx5 provider: add the host's.
-if [ ! -e $RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so ] && [ -w $RDMA_LIBDIR ]; then
-  mkdir -p $RDMA_LIBDIR/libibverbs && cp '$R/rdma-core/lib/libibverbs/libmlx5-rdmav$pabi.so' $RDMA_LIBDIR/libibverbs/
+# In a container the image's provider folder lacks this ABI's mlx5 provider: copy the host's into
+# libibverbs' default folder, which every spawned process searches (seed 003's fix; RDMAV_DRIVERS is
+# not inherited reliably). The benchmark pods mount a writable emptyDir there over a read-only root.
+if [ ! -e $RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so ]; then
+  { mkdir -p $RDMA_LIBDIR/libibverbs && cp '$R/rdma-core/lib/libibverbs/libmlx5-rdmav$pabi.so' $RDMA_LIBDIR/libibverbs/; } 2>/dev/null ||
+    echo "deepep-a4: cannot add the mlx5 provider to $RDMA_LIBDIR/libibverbs (not writable): RDMA will not load" >&2
 fi
 ENV
   fi
   chmod 0644 "$ENV_FILE.tmp"
   mv "$ENV_FILE.tmp" "$ENV_FILE"
+  register_libraries
   log "wrote $ENV_FILE; DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping"
 }

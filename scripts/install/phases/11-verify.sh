@@ -42,7 +42,11 @@ ports_ok() {
       }
   done
 }
-peermapping_ok() { driver_params_have_peermapping; }
+# dma-buf registration instead of nvidia_peermem: the override, and the driver remapping peer MMIO
+# (seed 000 §3.1 checks "DmaRemapPeerMmio: 1").
+peermapping_ok() {
+  driver_params_have_peermapping && grep -Eq '^DmaRemapPeerMmio: *1$' "$SYS/proc/driver/nvidia/params"
+}
 ibgda_ok() {
   if [[ $NVSHMEM_SOURCE == source ]]; then
     "$R/nvshmem/bin/nvshmem-info" -a | grep IBGDA
@@ -68,7 +72,7 @@ phase_run() {
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
   check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
   check "every HCA PORT_ACTIVE, mlx5 provider loads without RDMAV_DRIVERS" ports_ok
-  check "PeerMappingOverride active (dma-buf)" peermapping_ok
+  check "PeerMappingOverride active, DmaRemapPeerMmio: 1 (dma-buf)" peermapping_ok
   check "NVSHMEM has IBGDA" ibgda_ok
   check "import deep_ep with the env file" import_ok
   check "DEEP_EP_DEVICE_TO_HCA_MAPPING maps $EXPECTED_GPUS GPUs" mapping_ok
