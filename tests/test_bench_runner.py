@@ -204,17 +204,16 @@ def test_failed_nccl_check_skips_deepep_and_blames_the_fabric(tmp_path: Path, de
     assert not (tmp_path / "seen-intranode.json").exists()
 
 
+def run_internode(tmp: Path, deepep: Path, ib: Path, rank: int) -> tuple[int, str]:
+    """The internode test as pod `rank` of a 2-node Indexed Job runs it, with NIC counters under ib."""
+    args = ["--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "internode", "--ib-sysfs", str(ib)]
+    job = {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": str(rank), "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    return run(tmp, *args, env=job)
+
+
 def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> None:
     deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()})
-    rc, out = run(
-        tmp_path,
-        "--deepep-dir",
-        str(deepep),
-        "--skip-nccl-check",
-        "--tests",
-        "internode",
-        env={"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "1", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"},
-    )
+    rc, out = run_internode(tmp_path, deepep, tmp_path / "no-counters", rank=1)
     assert rc == 0, out
     seen = json.loads((tmp_path / "seen-internode.json").read_text())["env"]
     assert (seen["WORLD_SIZE"], seen["RANK"], seen["MASTER_ADDR"]) == ("2", "1", "localhost")
@@ -239,18 +238,7 @@ def test_internode_traffic_must_spread_over_the_nics(tmp_path: Path, busy_nics: 
         f"    c.write_text(str(int(c.read_text()) + 250_000_000 // {busy_nics}))\n"
     )
     deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
-    env = {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
-    rc, out = run(
-        tmp_path,
-        "--deepep-dir",
-        str(deepep),
-        "--skip-nccl-check",
-        "--tests",
-        "internode",
-        "--ib-sysfs",
-        str(ib),
-        env=env,
-    )
+    rc, out = run_internode(tmp_path, deepep, ib, rank=0)
     assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log either way
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     if passes:
