@@ -7,10 +7,10 @@ the chosen platform and export what a user needs next.
 import pulumi
 import pulumi_gcp as gcp
 
-from components import config
-from components.gce_platform import build_gce_platform
-from components.gke_platform import build_gke_platform
-from components.network import A4Network, A4NetworkArgs
+from deepep_a4 import config
+from deepep_a4.program.gce_platform import build_gce_platform
+from deepep_a4.program.gke_platform import build_gke_platform
+from deepep_a4.program.network import A4Network, A4NetworkArgs
 
 try:
     cfg = config.load()

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from deepep_a4.tools import plan_engine
 
-from scripts import plan_engine  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def stack_config(stack: str = "gke-b200", **overrides: Any) -> dict[str, Any]:

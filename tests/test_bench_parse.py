@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from scripts.bench import parse as bp
+from deepep_a4.node.bench import parse as bp
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
-PARSE = [sys.executable, str(ROOT / "scripts" / "bench" / "parse.py")]
+PARSE = [sys.executable, str(ROOT / "deepep_a4" / "node" / "bench" / "parse.py")]
 
 
 def one(text: str, test: str | None = None, expect: bp.Expect | None = None) -> bp.Result:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.bench import run_bench
+from deepep_a4.node.bench import run_bench
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"

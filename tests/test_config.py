@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components import config, upstream
-from scripts import plan_engine
+from deepep_a4 import config, upstream
+from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
 VALID: dict[str, Any] = {"project": "my-gpu-project"}

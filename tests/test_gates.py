@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scripts.gates import crd_to_schema, k8s_schemas, security
+from ci.gates import crd_to_schema, k8s_schemas, security
 from tests.conftest import ROOT, plan
 
 DEFS = k8s_schemas._definitions("1.33")
@@ -155,7 +155,7 @@ def test_crd_conversion_is_strict_and_keeps_preserved_fields_open() -> None:
 )
 def test_every_rendered_manifest_is_valid(stack: str, overrides: dict[str, Any]) -> None:
     """The k8s-schemas gate checks the stacks as they are; this also covers the other pod networking."""
-    from scripts.plan import kubernetes_manifests
+    from deepep_a4.tools.plan import kubernetes_manifests
 
     manifests = kubernetes_manifests(plan(stack, **overrides).resources)
     assert manifests or stack.startswith("gce"), f"{stack} renders no Kubernetes manifest"
@@ -202,7 +202,7 @@ def test_security_gate_fails_on_a_finding_and_on_a_suppression_without_reason(tm
     def gate(report: dict[str, Any]) -> subprocess.CompletedProcess[str]:
         fake.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(report))})\n")
         fake.chmod(0o755)
-        cmd = [sys.executable, "scripts/gates/security.py", "--checkov", str(fake), str(tmp_path / "gke")]
+        cmd = [sys.executable, "ci/gates/security.py", "--checkov", str(fake), str(tmp_path / "gke")]
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
 
     assert gate(checkov_report([], [check("CKV_K8S_16", "loads kernel modules")])).returncode == 0
@@ -213,7 +213,7 @@ def test_security_gate_fails_on_a_finding_and_on_a_suppression_without_reason(tm
 
 
 def test_test_sh_names_every_gate_and_refuses_an_unknown_one() -> None:
-    listed = subprocess.run(["bash", "scripts/test.sh", "--list"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(["bash", "ci/test.sh", "--list"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert listed.stdout.split() == [
         "plan",
         "pyright",
@@ -224,5 +224,5 @@ def test_test_sh_names_every_gate_and_refuses_an_unknown_one() -> None:
         "security",
         "pytest",
     ]
-    unknown = subprocess.run(["bash", "scripts/test.sh", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False)
+    unknown = subprocess.run(["bash", "ci/test.sh", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert unknown.returncode == 2 and "unknown gate 'mypy'" in unknown.stderr

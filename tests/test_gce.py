@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from components import config, gce, gce_bench
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import gce, gce_bench
+from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -338,13 +339,13 @@ def test_outputs(gce_plan: plan_engine.PlanResult) -> None:
     bucket = gce.bucket_name(cfg.name_prefix, cfg.project)
     assert out["bucketUrl"] == f"gs://{bucket}"
     assert out["resultsUrl"] == f"gs://{bucket}/runs/{gce_bench.run_id(cfg)}"
-    assert out["reportCommand"] == f"python scripts/results.py {out['resultsUrl']} --stack {STACK}"
+    assert out["reportCommand"] == ".venv/bin/deepep-a4 report " + out["resultsUrl"] + f" --stack {STACK}"
     assert f"gcloud storage cp -r {out['resultsUrl']} build/results/{STACK}/" in out["downloadCommand"]
 
 
 def test_plan_command_shows_the_gce_stack(tmp_path: Any) -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "plan.py"), "--stack", STACK, "--out", str(tmp_path)],
+        [sys.executable, "-m", "deepep_a4.tools.plan", "--stack", STACK, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from components import config, gce, gce_bench
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import gce, gce_bench
+from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
-STAGE = ROOT / "scripts" / "gce" / "bench_stage.py"
+STAGE = ROOT / "deepep_a4" / "node" / "gce" / "bench_stage.py"
 
 # Stands in for scripts/bench/run_bench.py: records its call, writes what the runner writes.
 FAKE_RUNNER = r"""
@@ -240,7 +241,7 @@ def test_gcs_store_speaks_the_json_api_with_the_metadata_token(monkeypatch: pyte
     """The real store: token from the metadata server, media upload, alt=media, paged listing, 404 and retry."""
     import urllib.error
 
-    from scripts.gce import bench_stage
+    from deepep_a4.node.gce import bench_stage
 
     seen: list[tuple[str, str, dict[str, str], bytes | None]] = []
     failures = {"count": 1}
@@ -306,7 +307,7 @@ def test_results_py_reads_the_bucket_through_gs_source(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/results.py"), "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
+        [sys.executable, "-m", "deepep_a4.tools.results", "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
         env=env,
         capture_output=True,
         text=True,

@@ -9,8 +9,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components import config, gke_nodepool
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import gke_nodepool
+from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, one, plan, stack_config
 
 CLUSTER = "gcp:container/cluster:Cluster"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from components import config
-from components import gke_pod_security as security
-from components import gke_workloads as gw
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import gke_pod_security as security
+from deepep_a4.program import gke_workloads as gw
+from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 from tests.test_gke_workloads import JOB, STACK, Built, build
 

@@ -18,10 +18,11 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
-from components import artifacts, config
-from components import gke_workloads as gw
-from components.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import artifacts
+from deepep_a4.program import gke_workloads as gw
+from deepep_a4.program.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
+from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, plan, stack_config
 
 STACK = "gke-b200"
@@ -586,7 +587,7 @@ def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host:
 def test_runner_configmap_ships_the_runner_and_parser(host: Built) -> None:
     cm = next(r for r in host.of(CM) if "run_bench.py" in r.inputs["data"])
     assert set(cm.inputs["data"]) == {"run_bench.py", "parse.py"}
-    assert cm.inputs["data"]["parse.py"] == (plan_engine.ROOT / "scripts/bench/parse.py").read_text()
+    assert cm.inputs["data"]["parse.py"] == (plan_engine.ROOT / "deepep_a4/node/bench/parse.py").read_text()
     for j in host.of(JOB):
         vols = {v["name"]: v for v in j.inputs["spec"]["template"]["spec"]["volumes"]}
         assert vols["runner"]["configMap"]["name"] == cm.state["metadata"]["name"]

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from components import artifacts, config, installer, upstream
-from scripts import plan_engine
+from deepep_a4 import config, upstream
+from deepep_a4.program import artifacts, installer
+from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
 FIXTURES = ROOT / "tests" / "fixtures" / "install"
@@ -245,7 +246,7 @@ def test_rendered_installer_carries_the_stacks_versions_and_is_published() -> No
         assert f"TORCH_VERSION={v.torch}\n" in conf
         assert f"INSTALLER_HASH={installer.installer_hash(cfg, target)}\n" in conf
         assert artifacts.published() == {f"install/{target}/{k}": t for k, t in files.items()}
-        assert files["run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
+        assert files["run.sh"] == (ROOT / "deepep_a4/node/install/run.sh").read_text()
 
 
 def test_installer_hash_names_versions_and_text() -> None:
@@ -567,7 +568,7 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
     if not host.exists():
         pytest.skip("no system python3 to copy on this machine")
     dest = tmp_path / "python"
-    lib = ROOT / "scripts/install/lib.sh"
+    lib = ROOT / "deepep_a4/node/install/lib.sh"
     script = f"set -euo pipefail; source '{lib}'; copy_python {host} '{dest}'"
     env = {"PATH": "/usr/bin:/bin", "DEEPEP_DEFAULT_ROOT": str(tmp_path / "r"), "CUDA_VERSION": "12.9"}
     subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True, timeout=120)
@@ -706,7 +707,7 @@ def test_offline_plan_contains_the_rendered_installer() -> None:
     result = plan("gce-b200")
     conf = result.files["install/gce/config.sh"]
     assert "NVSHMEM_VERSION=3.5.19\n" in conf and "NVIDIA_DRIVER_VERSION=580.126.09\n" in conf
-    assert result.files["install/gce/run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
+    assert result.files["install/gce/run.sh"] == (ROOT / "deepep_a4/node/install/run.sh").read_text()
 
 
 def test_unknown_target_is_refused() -> None:
@@ -718,7 +719,7 @@ def test_unknown_target_is_refused() -> None:
 def test_gce_startup_treats_exit_75_as_a_reboot_under_way(
     installer_rc: int, stage_runs: bool, script_rc: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components import gce_bench
+    from deepep_a4.program import gce_bench
 
     monkeypatch.setattr(gce_bench, "installer_script", lambda cfg: f"#!/bin/bash\nexit {installer_rc}\n")
     script = gce_bench.render_startup_script(cfg_of())

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components import artifacts, config, installer
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.program import artifacts, installer
+from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 
 

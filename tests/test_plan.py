@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts import plan, plan_engine
-from tests.conftest import ROOT
+from deepep_a4.tools import plan, plan_engine
 
-PLAN = [sys.executable, str(ROOT / "scripts" / "plan.py")]
+PLAN = [sys.executable, "-m", "deepep_a4.tools.plan"]
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +98,7 @@ def test_unknown_stack_exits_2_and_lists_stacks(tmp_path: Path) -> None:
 
 
 def test_failed_program_leaves_no_half_written_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scripts import plan
+    from deepep_a4.tools import plan
 
     out = tmp_path / "plan"
     out.mkdir()

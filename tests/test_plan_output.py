@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from scripts import plan, plan_engine
+from deepep_a4.tools import plan, plan_engine
 
 
 def test_a_folder_with_other_files_is_refused_and_left_alone(
@@ -69,7 +69,7 @@ def test_a_stack_file_whose_config_is_not_a_mapping_says_so(
 def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from scripts import run_benchmark
+    from deepep_a4.tools import run_benchmark
 
     def never(*_: object) -> Any:
         raise AssertionError("nothing may be created for a bad argument")

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components import gke_workloads
-from policy import rules
-from scripts import plan_engine
+from deepep_a4.policy import rules
+from deepep_a4.program import gke_workloads
+from deepep_a4.tools import plan_engine
 from tests.conftest import plan
 
 # -- fixtures ------------------------------------------------------------------------------------------
@@ -245,7 +245,7 @@ def test_both_stacks_pass_the_rdma_zone_rule_and_a_moved_node_fails(stack_resour
 
 def test_the_pack_wraps_every_rule_as_a_policy_mandatory_but_the_capacity_warning() -> None:
     pp = pytest.importorskip("pulumi_policy")
-    from policy import pack
+    from deepep_a4.policy import pack
 
     policies: dict[str, Any] = {p.name: p for p in pack.policies()}
     assert set(policies) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES)

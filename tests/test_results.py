@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from components import config
-from scripts import results
-from scripts.bench import baselines as bl
+from deepep_a4 import config
+from deepep_a4.node.bench import baselines as bl
+from deepep_a4.tools import results
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
-RESULTS = [sys.executable, str(ROOT / "scripts" / "results.py")]
+RESULTS = [sys.executable, "-m", "deepep_a4.tools.results"]
 
 
 def report_of(*paths: Path, ratio: float = 0.5) -> results.Report:
@@ -89,7 +89,7 @@ def test_folder_source_reads_logs_and_runner_json_once(tmp_path: Path) -> None:
     (tmp_path / "node-0").mkdir()
     (tmp_path / "node-0" / "run.log").write_text((FIX / "h200x2_run.log").read_text())
     # The same run again as the runner's JSON of one test: not counted twice.
-    from scripts.bench import parse as bp
+    from deepep_a4.node.bench import parse as bp
 
     intra = next(r for r in bp.parse_log((FIX / "h200x2_run.log").read_text()) if r.test == "intranode")
     (tmp_path / "node-0" / "intranode-copy.json").write_text(
@@ -129,7 +129,7 @@ class FakeCoreV1:
 
 
 def test_kubernetes_source_reads_every_benchmark_pod() -> None:
-    from components import gke_workloads as gw
+    from deepep_a4.program import gke_workloads as gw
 
     api = FakeCoreV1(
         {
@@ -281,7 +281,7 @@ def test_a_bad_document_of_another_source_is_skipped_too(capsys: pytest.CaptureF
 
 @pytest.mark.parametrize("fixture", sorted(p.name for p in FIX.glob("*.log")))
 def test_the_parsers_own_records_pass_the_runner_json_check(fixture: str) -> None:
-    from scripts.bench import parse as bp
+    from deepep_a4.node.bench import parse as bp
 
     for res in bp.parse_log((FIX / fixture).read_text()):
         if res.test is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scripts import run_benchmark as rb
+from deepep_a4.tools import run_benchmark as rb
 
 OUTPUTS = {"resultsUrl": "gs://bucket/runs/r1", "benchNamespace": "deepep-a4"}
 

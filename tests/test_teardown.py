@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from scripts import plan_engine
+from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from components import config, cost
-from scripts import plan as plan_script
-from scripts import plan_engine
+from deepep_a4 import config
+from deepep_a4.tools import cost, plan_engine
+from deepep_a4.tools import plan as plan_script
 from tests.conftest import of_type, plan, stack_config
 
 INSTANCE = "gcp:compute/instance:Instance"

@@ -1,0 +1,132 @@
+"""Offline Kubernetes schema validation of the manifests an offline plan rendered.
+
+    python ci/gates/k8s_schemas.py build/plan/STACK [build/plan/OTHER ...]
+
+For each plan folder it reads the stack's Kubernetes minor (`gkeVersion` of stacks/Pulumi.STACK.yaml;
+DEFAULT_MINOR when the stack follows a release channel) and validates every document of
+`files/k8s/*.yaml` strictly (unknown fields are errors, as the API server's strict field validation
+makes them): built-in kinds against the schemas kubernetes-validate ships for that minor, the GKE
+networking custom resources against schemas/networking.gke.io/*.json (their source is in each
+file's `$comment`). A kind with no schema is an error, never a skip. Exit 1 on any problem.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+from kubernetes_validate.utils import ValidationError as KvValidationError
+from referencing import Registry, Resource
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "schemas"
+DEFAULT_MINOR = "1.33"  # GKE Regular channel's default minor when this was written
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    doc: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.doc}: {self.message}"
+
+
+def stack_minor(stack: str) -> str:
+    """The Kubernetes minor the stack targets, e.g. '1.33' for gkeVersion 1.33.5-gke.1162000."""
+    path = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+    values = (yaml.safe_load(path.read_text()) or {}).get("config", {}) if path.exists() else {}
+    version = str(values.get("deepep-a4:gkeVersion") or "")
+    parts = version.split(".")
+    return f"{parts[0]}.{parts[1]}" if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else DEFAULT_MINOR
+
+
+def _definitions(minor: str) -> Resource:
+    """kubernetes-validate's ObjectMeta & co. for `minor`: the custom resources' metadata refers to them."""
+    base = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    folder = base / f"v{minor}.0-local-strict"
+    if not folder.is_dir():
+        raise SystemExit(f"kubernetes-validate {kubernetes_validate.__version__} has no schemas for Kubernetes {minor}")
+    return Resource.from_contents(json.loads((folder / "_definitions.json").read_text()))
+
+
+def custom_schema(api_version: str, kind: str) -> dict[str, Any] | None:
+    if "/" not in api_version:
+        return None
+    group, version = api_version.split("/", 1)
+    path = SCHEMAS / group / f"{kind.lower()}-{version}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _where(err: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in err.absolute_path) or "(top)"
+
+
+def validate_doc(doc: dict[str, Any], minor: str, definitions: Resource) -> list[str]:
+    """Every schema error of one manifest, as 'path: message'."""
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return ["apiVersion and kind must both be set"]
+    schema = custom_schema(api_version, kind)
+    if schema is not None:
+        registry = Registry().with_resource(definitions.id() or "", definitions)
+        validator = jsonschema.Draft202012Validator(schema, registry=registry)
+        errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        return [f"{_where(e)}: {e.message}" for e in errors]
+    try:
+        kubernetes_validate.validate(doc, f"{minor}.0", strict=True)
+    except KvValidationError as err:
+        return [f"{_where(err)}: {err.message}"]
+    except kubernetes_validate.SchemaNotFoundError:
+        return [f"no schema for {kind} {api_version} in Kubernetes {minor} nor in schemas/"]
+    return []
+
+
+def validate_plan(plan_dir: Path) -> tuple[int, list[Problem]]:
+    """(documents checked, problems) for one plan folder."""
+    stack = plan_dir.name
+    minor = stack_minor(stack)
+    definitions = _definitions(minor)
+    count, problems = 0, []
+    for path in sorted((plan_dir / "files" / "k8s").glob("*.yaml")):
+        rel = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+        try:
+            docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        except yaml.YAMLError as err:
+            problems.append(Problem(rel, "-", f"not YAML: {err}"))
+            continue
+        for doc in docs:
+            count += 1
+            name = f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}"
+            problems += [Problem(rel, name, msg) for msg in validate_doc(doc, minor, definitions)]
+    return count, problems
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print((__doc__ or "").strip().splitlines()[2], file=sys.stderr)
+        return 2
+    total, failed = 0, []
+    for arg in argv:
+        plan_dir = Path(arg)
+        if not plan_dir.is_dir():
+            failed.append(Problem(arg, "-", "no such plan folder"))
+            continue
+        count, problems = validate_plan(plan_dir)
+        print(f"{plan_dir.name}: Kubernetes {stack_minor(plan_dir.name)}, {count} manifests, {len(problems)} problems")
+        total += count
+        failed += problems
+    for p in failed:
+        print(f"  {p}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""Runs DeepEP's tests on this machine and turns their output into JSON results.
+
+Inside a benchmark pod or on a VM, after the installer:
+
+    python3 run_bench.py --tests intranode,low-latency --processes 8 --results-dir /results
+
+1. Loads the installer's environment file (--env-file), unsets TORCH_NCCL_USE_COMM_NONBLOCKING (the gIB
+   NCCL shim wants it unset), and adds the gIB NCCL settings only where the gIB plugin is present.
+2. Runs a short torch.distributed all-to-all over NCCL among the same processes (and nodes) the tests
+   will use, checks the data and prints its bandwidth: a broken fabric shows here, before DeepEP.
+3. Runs each DeepEP test (tests/test_intranode.py, test_low_latency.py, test_internode.py) with the
+   arguments given, streams its output live, keeps it in RESULTS/<test>.log and parses it into
+   RESULTS/<test>.json (records as scripts/bench/parse.py prints them).
+
+Internode: the same command runs on every node with WORLD_SIZE = number of nodes, RANK = this node's
+index (or JOB_COMPLETION_INDEX), MASTER_ADDR = node 0's address and MASTER_PORT.
+
+Exit status: 0 when every test passed; 1 when a test failed, timed out, or printed unknown or truncated
+output (the reason is printed as `[runner] error ...` and kept in RESULTS/summary.json); 2 when the
+runner itself cannot start (bad arguments, no DeepEP checkout). Stdlib only, except the NCCL worker,
+which imports torch in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+try:  # run from the repository (tests) or from the directory the files were shipped to (pods, VMs)
+    from deepep_a4.node.bench import parse as bench_parse
+except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
+    import parse as bench_parse  # type: ignore[no-redef]
+
+DEEPEP_SCRIPTS = {
+    "intranode": "test_intranode.py",
+    "low-latency": "test_low_latency.py",
+    "internode": "test_internode.py",
+}
+DEFAULT_PORT = 8361  # DeepEP's tests/utils.py default
+# gIB NCCL settings of the GKE troubleshooting seed (003), used only where the gIB plugin is installed.
+GIB_NCCL_ENV = {
+    "NCCL_NET": "gIB",
+    "NCCL_IB_TC": "52",
+    "NCCL_IB_ADAPTIVE_ROUTING": "1",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_CROSS_NIC": "0",
+    "NCCL_NET_GDR_LEVEL": "PIX",
+    "NCCL_P2P_NET_CHUNKSIZE": "131072",
+    "NCCL_NVLS_CHUNKSIZE": "524288",
+    "NCCL_IB_FIFO_TC": "84",
+}
+GIB_TUNER_CONFIG = "configs/tuner_config_a4.txtpb"
+# Never set by the runner, always removed: the gIB shim fails with "mismatch ... (expected unset)".
+UNSET_VARS = ("TORCH_NCCL_USE_COMM_NONBLOCKING",)
+
+
+def log(stream: TextIO, what: str, body: Any = "") -> None:
+    text = body if isinstance(body, str) else json.dumps(body, sort_keys=True)
+    stream.write(f"[runner] {what} {text}".rstrip() + "\n")
+    stream.flush()
+
+
+# -- environment ---------------------------------------------------------------------------------
+
+
+def load_env_file(path: str) -> dict[str, str]:
+    """The variables a shell has after sourcing `path` with `set -a` (the installer's env file)."""
+    out = subprocess.run(
+        ["bash", "-c", 'set -a; . "$1" >/dev/null; env -0', "env-file", path],
+        check=True,
+        capture_output=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root")},
+    ).stdout.decode()
+    env = {}
+    for item in out.split("\0"):
+        key, sep, value = item.partition("=")
+        if sep and key and key not in ("_", "SHLVL", "PWD", "OLDPWD"):
+            env[key] = value
+    return env
+
+
+def gib_plugin_present(gib_dir: str) -> bool:
+    lib = Path(gib_dir) / "lib64"
+    return lib.is_dir() and any(lib.glob("libnccl-net*.so*"))
+
+
+def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple[dict[str, str], list[str]]:
+    """The tests' environment and a note for each decision taken."""
+    env = dict(base)
+    notes: list[str] = []
+    if env_file:
+        loaded = load_env_file(env_file)
+        for key, value in loaded.items():
+            if key == "PATH" or env.get(key) != value:
+                env[key] = value
+        notes.append(f"loaded {len(loaded)} variables from {env_file}")
+    for key in UNSET_VARS:
+        if env.pop(key, None) is not None:
+            notes.append(f"unset {key}")
+    if gib_plugin_present(gib_dir):
+        for key, value in GIB_NCCL_ENV.items():
+            env.setdefault(key, value)
+        tuner = Path(gib_dir) / GIB_TUNER_CONFIG
+        if tuner.is_file():
+            env.setdefault("NCCL_TUNER_CONFIG_PATH", str(tuner))
+        lib = str(Path(gib_dir) / "lib64")
+        paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+        if lib not in paths:
+            env["LD_LIBRARY_PATH"] = ":".join([*paths, lib])
+        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and the seed's NCCL settings")
+    else:
+        notes.append(f"no gIB NCCL plugin in {gib_dir}: NCCL picks its own transport")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env, notes
+
+
+# -- RDMA traffic per NIC (seed 001's PR #466 check) ----------------------------------------------------
+
+IB_SYSFS = "/sys/class/infiniband"
+# A NIC "carries" the test when it sent at least this share of the bytes all NICs sent.
+NIC_BUSY_SHARE = 0.05
+
+
+def nic_tx_bytes(ib_dir: Path) -> dict[str, int]:
+    """port_xmit_data of every HCA port, in bytes (the counter counts 4-byte words)."""
+    sent: dict[str, int] = {}
+    for counter in sorted(ib_dir.glob("*/ports/*/counters/port_xmit_data")):
+        try:
+            sent[f"{counter.parents[3].name}/{counter.parents[1].name}"] = int(counter.read_text().strip()) * 4
+        except (OSError, ValueError):
+            continue
+    return sent
+
+
+def nic_spread(before: dict[str, int], after: dict[str, int]) -> tuple[dict[str, int], str | None]:
+    """Bytes each NIC sent in between, and the problem when one NIC carried it all.
+
+    Seed 001 problem 3: without PR #466's DEEP_EP_DEVICE_TO_HCA_MAPPING every GPU uses mlx5_0 and
+    internode RDMA falls to ~6.5 GB/s; its check was exactly these counters ("all 8 NICs should show
+    traffic"). No counters, or none moved, means nothing to judge (a pod may not see them)."""
+    delta = {k: max(after[k] - before.get(k, 0), 0) for k in after}
+    total = sum(delta.values())
+    if len(delta) < 2 or total == 0:
+        return delta, None
+    busy = [k for k, v in delta.items() if v >= NIC_BUSY_SHARE * total]
+    if len(busy) > 1:
+        return delta, None
+    return delta, (
+        f"RDMA traffic on one NIC only ({busy[0]}: {delta[busy[0]] / total:.0%} of {total / 1e9:.2f} GB): "
+        f"every GPU used the same NIC, so DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) is not in effect "
+        f"(seed 001 problem 3, ~6.5 GB/s): set deepepPr466=true"
+    )
+
+
+# -- one test --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TestRun:
+    test: str
+    argv: list[str]
+    rc: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    status: str = "skipped"
+    problems: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def stream_process(
+    argv: list[str], env: dict[str, str], cwd: str, timeout_s: float, sinks: list[TextIO]
+) -> tuple[int, bool]:
+    """Runs argv in its own process group, copies its output line by line to every sink as it comes.
+
+    Returns (exit code, timed out). On timeout the whole group (the test's spawned ranks too) is
+    sent SIGTERM, then SIGKILL.
+    """
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if proc.poll() is not None:
+                return
+
+    timer = threading.Timer(timeout_s, kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for raw in iter(proc.stdout.readline, b""):
+            text = raw.decode("utf-8", errors="replace")
+            for sink in sinks:
+                sink.write(text)
+                sink.flush()
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # Stray ranks that outlived the parent would hold the GPUs for the next test.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return rc, timed_out.is_set()
+
+
+def run_test(
+    run: TestRun,
+    env: dict[str, str],
+    cwd: str,
+    timeout_s: float,
+    results_dir: Path,
+    expect: bench_parse.Expect,
+    out: TextIO,
+    ib_dir: Path | None = None,
+) -> TestRun:
+    """Runs one test with begin/end markers around its output, then parses and records it. With ib_dir,
+    also how much each RDMA NIC sent meanwhile, and whether the traffic was spread over the NICs."""
+    nics_before = nic_tx_bytes(ib_dir) if ib_dir else {}
+    begin = {"test": run.test, "argv": run.argv, "processes": expect.processes, "nodes": expect.nodes}
+    log(out, "begin", begin)
+    log_path = results_dir / f"{run.test}.log"
+    start = time.monotonic()
+    with log_path.open("w", encoding="utf-8") as f:
+        log(f, "begin", begin)
+        rc, timed_out = stream_process(run.argv, env, cwd, timeout_s, [out, f])
+        run.seconds = round(time.monotonic() - start, 1)
+        run.rc, run.timed_out = rc, timed_out
+        end = {"test": run.test, "rc": rc, "timed_out": timed_out, "timeout_s": int(timeout_s), "seconds": run.seconds}
+        log(f, "end", end)
+    log(out, "end", end)
+    results = bench_parse.parse_log(log_path.read_text(encoding="utf-8", errors="replace"))
+    res = next((r for r in results if r.test == run.test), None)
+    if res is None:
+        run.problems = [f"no output of {run.test} found in its log"]
+        records: list[dict[str, Any]] = []
+    else:
+        run.problems = res.problems
+        run.summary = res.summary
+        records = res.records
+    if ib_dir:
+        sent, spread_problem = nic_spread(nics_before, nic_tx_bytes(ib_dir))
+        log(out, "info", f"{run.test}: RDMA bytes sent per NIC {json.dumps(sent, sort_keys=True)}")
+        if spread_problem and not run.problems:
+            run.problems = [spread_problem]
+    run.status = "passed" if not run.problems else "failed"
+    doc = {**asdict(run), "records": records, "host": socket.gethostname()}
+    (results_dir / f"{run.test}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    log(
+        out,
+        "result",
+        {"test": run.test, "status": run.status, "problems": run.problems, "values": run.summary.get("values", {})},
+    )
+    for p in run.problems:
+        log(out, "error", f"{run.test}: {p}")
+    return run
+
+
+# -- the NCCL check (worker side: imports torch) -----------------------------------------------------
+
+
+def nccl_worker(local_rank: int, args: argparse.Namespace) -> None:  # pragma: no cover - needs GPUs
+    import torch  # pyright: ignore[reportMissingImports]
+    import torch.distributed as dist  # pyright: ignore[reportMissingImports]
+
+    procs, nodes, node_rank = args.processes, args.nodes, args.node_rank
+    world, rank = nodes * procs, node_rank * procs + local_rank
+    torch.cuda.set_device(local_rank)
+    device = torch.device(f"cuda:{local_rank}")
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://{args.master_addr}:{args.master_port}",
+        world_size=world,
+        rank=rank,
+        device_id=device,
+    )
+    if rank == 0:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        print(f"[nccl] init: world {world}, nodes {nodes}, torch {torch.__version__}, NCCL {nccl}", flush=True)
+
+    # Data check: chunk j of rank r carries r * 1000 + j; after the exchange chunk i must carry i * 1000 + r.
+    chunk = 1024
+    send = (torch.arange(world, device=device, dtype=torch.float32) + rank * 1000).repeat_interleave(chunk)
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send)
+    want = (torch.arange(world, device=device, dtype=torch.float32) * 1000 + rank).repeat_interleave(chunk)
+    ok = torch.tensor([1 if torch.equal(recv, want) else 0], device=device)
+    dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    if rank == 0:
+        print(f"[nccl] all-to-all check: {'passed' if ok.item() == 1 else 'FAILED (wrong data received)'}", flush=True)
+
+    for mb in args.nccl_sizes_mb:
+        size = (int(mb * 2**20) // world) * world
+        send_b = torch.ones(size, dtype=torch.uint8, device=device)
+        recv_b = torch.empty_like(send_b)
+        for _ in range(5):
+            dist.all_to_all_single(recv_b, send_b)
+        torch.cuda.synchronize()
+        dist.barrier()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        iters = args.nccl_iters
+        start.record()
+        for _ in range(iters):
+            dist.all_to_all_single(recv_b, send_b)
+        stop.record()
+        torch.cuda.synchronize()
+        t = torch.tensor([start.elapsed_time(stop) / 1e3 / iters], device=device, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+        if rank == 0:
+            sec = t.item()
+            algbw = size / sec / 1e9
+            busbw = algbw * (world - 1) / world
+            print(
+                f"[nccl] all-to-all: ranks {world}, size {size} B per rank, avg_t: {sec * 1e6:.2f} us, "
+                f"algbw: {algbw:.2f} GB/s, busbw: {busbw:.2f} GB/s",
+                flush=True,
+            )
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def nccl_worker_main(args: argparse.Namespace) -> int:  # pragma: no cover - needs GPUs
+    import torch.multiprocessing as mp  # pyright: ignore[reportMissingImports]
+
+    mp.spawn(nccl_worker, args=(args,), nprocs=args.processes)
+    return 0
+
+
+# -- orchestration -------------------------------------------------------------------------------------
+
+
+def test_argv(test: str, args: argparse.Namespace, script_dir: Path) -> list[str]:
+    tokens = {
+        "intranode": args.intranode_tokens,
+        "low-latency": args.low_latency_tokens,
+        "internode": args.internode_tokens,
+    }
+    experts = {
+        "intranode": args.intranode_experts,
+        "low-latency": args.low_latency_experts,
+        "internode": args.internode_experts,
+    }
+    argv = [
+        args.python,
+        str(script_dir / DEEPEP_SCRIPTS[test]),
+        "--num-processes",
+        str(args.processes),
+        "--num-tokens",
+        str(tokens[test]),
+        "--hidden",
+        str(args.hidden),
+        "--num-topk",
+        str(args.topk),
+        "--num-experts",
+        str(experts[test]),
+    ]
+    extra = {"intranode": args.intranode_args, "low-latency": args.low_latency_args, "internode": args.internode_args}
+    return argv + shlex.split(extra[test] or "")
+
+
+def wait_resolvable(host: str, timeout_s: float, out: TextIO) -> bool:
+    """Waits until `host` resolves: pod 0's DNS name appears only once that pod exists."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.getaddrinfo(host, None)
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            log(out, "info", f"waiting for {host} to resolve")
+            time.sleep(5)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    e = os.environ.get
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--tests", default=e("BENCH_TESTS", "intranode,low-latency"), help="comma-separated DeepEP tests")
+    ap.add_argument("--deepep-dir", default=e("DEEPEP_DIR", ""), help="DeepEP checkout holding tests/")
+    ap.add_argument("--env-file", default=e("DEEPEP_ENV_FILE", ""), help="the installer's environment file")
+    ap.add_argument("--gib-dir", default=e("GIB_DIR", "/usr/local/gib"), help="where the gIB NCCL plugin would be")
+    ap.add_argument("--results-dir", default=e("BENCH_RESULTS_DIR", "bench-results"))
+    ap.add_argument("--python", default=e("BENCH_PYTHON", sys.executable), help="python that runs the tests")
+    ap.add_argument("--processes", type=int, default=int(e("BENCH_PROCESSES", "8")), help="GPUs per node")
+    ap.add_argument("--hidden", type=int, default=int(e("BENCH_HIDDEN", "7168")))
+    ap.add_argument("--topk", type=int, default=int(e("BENCH_TOPK", "8")))
+    ap.add_argument("--intranode-tokens", type=int, default=int(e("BENCH_INTRANODE_TOKENS", "4096")))
+    ap.add_argument("--intranode-experts", type=int, default=int(e("BENCH_INTRANODE_EXPERTS", "256")))
+    ap.add_argument("--low-latency-tokens", type=int, default=int(e("BENCH_LOW_LATENCY_TOKENS", "128")))
+    ap.add_argument("--low-latency-experts", type=int, default=int(e("BENCH_LOW_LATENCY_EXPERTS", "288")))
+    ap.add_argument("--internode-tokens", type=int, default=int(e("BENCH_INTERNODE_TOKENS", "4096")))
+    ap.add_argument("--internode-experts", type=int, default=int(e("BENCH_INTERNODE_EXPERTS", "256")))
+    ap.add_argument("--intranode-args", default=e("BENCH_INTRANODE_ARGS", ""), help="extra arguments, shell-quoted")
+    ap.add_argument("--low-latency-args", default=e("BENCH_LOW_LATENCY_ARGS", ""))
+    ap.add_argument("--internode-args", default=e("BENCH_INTERNODE_ARGS", ""))
+    ap.add_argument("--timeout-minutes", type=float, default=float(e("BENCH_TIMEOUT_MINUTES", "30")))
+    ap.add_argument("--skip-nccl-check", action="store_true", default=e("BENCH_SKIP_NCCL_CHECK", "") == "1")
+    ap.add_argument("--nccl-sizes-mb", default=e("BENCH_NCCL_SIZES_MB", "16,256"), help="all-to-all sizes per rank")
+    ap.add_argument("--nccl-iters", type=int, default=int(e("BENCH_NCCL_ITERS", "20")))
+    ap.add_argument("--ib-sysfs", default=IB_SYSFS, help=argparse.SUPPRESS)  # tests point it at a fake tree
+    ap.add_argument("--nccl-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--nodes", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--node-rank", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--master-addr", default="127.0.0.1", help=argparse.SUPPRESS)
+    ap.add_argument("--master-port", type=int, default=DEFAULT_PORT, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if isinstance(args.nccl_sizes_mb, str):
+        args.nccl_sizes_mb = [float(x) for x in args.nccl_sizes_mb.split(",") if x.strip()]
+    return args
+
+
+def find_tests_dir(deepep_dir: str, env: dict[str, str]) -> Path | None:
+    """DeepEP's tests/ folder: under --deepep-dir, or next to a deep_ep found on PYTHONPATH."""
+    candidates = [deepep_dir] if deepep_dir else []
+    candidates += [p for p in env.get("PYTHONPATH", "").split(":") if p]
+    for c in candidates:
+        d = Path(c) / "tests"
+        if (d / DEEPEP_SCRIPTS["intranode"]).is_file():
+            return d.resolve()
+    return None
+
+
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
+    args = parse_args(argv)
+    if args.nccl_worker:
+        return nccl_worker_main(args)
+
+    tests = [t.strip() for t in args.tests.split(",") if t.strip()]
+    unknown = [t for t in tests if t not in DEEPEP_SCRIPTS]
+    if unknown:
+        log(out, "error", f"unknown test(s) {', '.join(unknown)}; known: {', '.join(DEEPEP_SCRIPTS)}")
+        return 2
+    nodes = int(os.environ.get("WORLD_SIZE", "1") or "1")
+    node_rank = int(os.environ.get("RANK") or os.environ.get("JOB_COMPLETION_INDEX") or "0")
+    master_addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    base_port = int(os.environ.get("MASTER_PORT", str(DEFAULT_PORT)))
+    if "internode" in tests and (nodes < 2 or args.processes != 8):
+        log(out, "error", f"internode needs WORLD_SIZE >= 2 nodes and 8 processes (got {nodes} and {args.processes})")
+        return 2
+    if nodes > 1 and any(t != "internode" for t in tests):
+        log(out, "error", "with WORLD_SIZE > 1 only the internode test runs; run the others on one node")
+        return 2
+
+    try:
+        env, notes = build_env(dict(os.environ), args.env_file or None, args.gib_dir)
+    except (subprocess.CalledProcessError, OSError) as err:
+        log(out, "error", f"cannot load the env file {args.env_file}: {err}")
+        return 2
+    for note in notes:
+        log(out, "env", note)
+    tests_dir = find_tests_dir(args.deepep_dir, env)
+    if tests_dir is None:
+        log(out, "error", "DeepEP's tests/ not found: give --deepep-dir or put the checkout on PYTHONPATH")
+        return 2
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+
+    timeout_s = args.timeout_minutes * 60
+    expect = bench_parse.Expect(args.processes, nodes)
+    if nodes > 1 and not wait_resolvable(master_addr, timeout_s, out):
+        log(out, "error", f"MASTER_ADDR {master_addr} never resolved")
+        return 1
+
+    # Every test gets its own port (same order on every node) so no rendezvous meets a stale one.
+    runs: list[TestRun] = []
+    port = base_port
+    fabric_ok = True
+    if not args.skip_nccl_check:
+        worker = [
+            args.python,
+            str(Path(__file__).resolve()),
+            "--nccl-worker",
+            "--processes",
+            str(args.processes),
+            "--nodes",
+            str(nodes),
+            "--node-rank",
+            str(node_rank),
+            "--master-addr",
+            master_addr,
+            "--master-port",
+            str(port + 1),
+            "--nccl-sizes-mb",
+            ",".join(str(x) for x in args.nccl_sizes_mb),
+            "--nccl-iters",
+            str(args.nccl_iters),
+        ]
+        nccl = run_test(TestRun("nccl", worker), env, str(results_dir), min(timeout_s, 900), results_dir, expect, out)
+        runs.append(nccl)
+        fabric_ok = nccl.status == "passed"
+        port += 1
+
+    for test in tests:
+        port += 1
+        run = TestRun(test, test_argv(test, args, tests_dir))
+        if not fabric_ok:
+            run.problems = ["skipped: the NCCL all-to-all check failed, so the fabric (not DeepEP) is at fault"]
+            run.status = "skipped"
+            log(out, "error", f"{test}: {run.problems[0]}")
+            runs.append(run)
+            continue
+        test_env = dict(env, MASTER_ADDR=master_addr if nodes > 1 else "127.0.0.1", MASTER_PORT=str(port))
+        test_env.update(WORLD_SIZE=str(nodes), RANK=str(node_rank))
+        ib_dir = Path(args.ib_sysfs) if test == "internode" else None
+        runs.append(run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out, ib_dir))
+
+    summary = {
+        "host": socket.gethostname(),
+        "node_rank": node_rank,
+        "nodes": nodes,
+        "status": "passed" if all(r.status == "passed" for r in runs) else "failed",
+        "tests": [
+            {k: v for k, v in asdict(r).items() if k in ("test", "status", "problems", "rc", "timed_out", "seconds")}
+            | {"values": r.summary.get("values", {})}
+            for r in runs
+        ],
+    }
+    (results_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    log(out, "summary", summary)
+    return 0 if summary["status"] == "passed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

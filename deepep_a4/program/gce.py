@@ -1,0 +1,371 @@
+"""GCE side of the stack: the A4 VM fleet and the results bucket.
+
+`GceA4Fleet`: an optional compact placement policy and `nodeCount` plain `gcp.compute.Instance`s of
+a4-highgpu-8g, each with a reserved internal address on the host subnet, the ten NICs in A4 order, no
+external IP, scheduling from the provisioning setting, shielded VM settings as on GKE, a dedicated
+service account and the startup script (installer + benchmarks, see gce_bench.py).
+
+One Instance resource per VM (not a managed instance group) on purpose: a spot VM that GCE deleted
+at preemption disappears from the cloud only, so `pulumi up --refresh` sees exactly that VM missing
+and recreates it alone, with the same name, address, rank and metadata; everything else is left as
+it is. A VM stopped instead (terminationAction=STOP) is started again by the same command, because
+every VM declares `desired_status = RUNNING`.
+
+`GceResultsBucket`: one private bucket per stack that the VMs' service account may use and nothing
+else may; it is emptied and deleted with the stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from deepep_a4.config import GCE_FIRST_HOST_OFFSET, StackConfig
+from deepep_a4.program.network import A4Network, NicNetwork
+
+# Host addresses start here in the host subnet (GCE keeps the first two for itself; config checks the room).
+FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
+# What a VM's service account may do with the results bucket: write results and status, overwrite its
+# own status, list and read the peers' markers (the internode barrier). objectCreator cannot overwrite
+# (that needs storage.objects.delete) and cannot list; objectAdmin on this one bucket is the least
+# predefined role that covers it. With uniform bucket-level access there are no object ACLs to abuse.
+BUCKET_ROLE = "roles/storage.objectAdmin"
+# The only API scope the VMs get: Cloud Storage read/write. IAM narrows it to the one bucket.
+VM_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+
+
+def host_ips(cfg: StackConfig) -> list[str]:
+    """The static host (nic0) address of every VM, in rank order: known before anything boots."""
+    net = ipaddress.ip_network(cfg.network.host_cidr)
+    # GCE reserves the network, gateway, second-to-last and broadcast addresses of a subnet.
+    usable = net.num_addresses - FIRST_HOST_OFFSET - 2
+    if cfg.node_count > usable:
+        raise ValueError(
+            f"hostCidr {cfg.network.host_cidr} has room for {max(usable, 0)} VMs from offset {FIRST_HOST_OFFSET}, "
+            f"nodeCount is {cfg.node_count}: use a larger hostCidr"
+        )
+    return [str(net[FIRST_HOST_OFFSET + i]) for i in range(cfg.node_count)]
+
+
+def service_account_id(name_prefix: str) -> str:
+    """A 6-30 character account id derived from the stack's prefix."""
+    return f"{name_prefix[:26].rstrip('-')}-vms"
+
+
+def bucket_name(name_prefix: str, project: str) -> str:
+    """Bucket names are global: the stack's prefix plus the project, shortened with a digest if too long."""
+    name = f"{name_prefix}-results-{project}"
+    if len(name) > 63:
+        name = f"{name_prefix}-results-{hashlib.sha256(project.encode()).hexdigest()[:10]}"
+    return name
+
+
+def vm_service_account(name: str, name_prefix: str, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
+    """The VMs' own service account. It holds no project role at all: its one grant is on the bucket."""
+    return gcp.serviceaccount.Account(
+        name,
+        account_id=service_account_id(name_prefix),
+        display_name=f"deepep-a4 GCE VMs of {name_prefix}",
+        description="A4 VMs: writes benchmark results to the stack's bucket, nothing else",
+        opts=opts,
+    )
+
+
+def instance_name(name_prefix: str, index: int) -> str:
+    return f"{name_prefix}-vm-{index}"
+
+
+@dataclass(frozen=True)
+class GceA4FleetArgs:
+    """What the fleet is built from: the config's GCE-relevant values, the network and the scripts."""
+
+    name_prefix: str
+    project: str
+    region: str
+    zone: str
+    machine_type: str
+    node_count: int
+    provisioning: str
+    reservation_name: str
+    placement: str
+    ttl_seconds: int | None
+    termination_action: str
+    image: str
+    boot_disk_gb: int
+    labels: dict[str, str]
+    host_ips: list[str]
+    host: NicNetwork
+    additional: list[NicNetwork]
+    startup_script: str
+    service_account: gcp.serviceaccount.Account
+    # Metadata every VM gets besides the startup script and its rank keys (bucket, run id, bench).
+    common_metadata: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+    @staticmethod
+    def from_config(
+        cfg: StackConfig,
+        network: A4Network,
+        startup_script: str,
+        service_account: gcp.serviceaccount.Account,
+        common_metadata: Mapping[str, pulumi.Input[str]] | None = None,
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> GceA4FleetArgs:
+        return GceA4FleetArgs(
+            name_prefix=cfg.name_prefix,
+            project=cfg.project,
+            region=cfg.region,
+            zone=cfg.zone,
+            machine_type=cfg.machine_type,
+            node_count=cfg.node_count,
+            provisioning=cfg.provisioning,
+            reservation_name=cfg.reservation_name,
+            placement=cfg.placement,
+            ttl_seconds=cfg.ttl_seconds,
+            termination_action=cfg.gce.termination_action,
+            image=cfg.gce.image,
+            boot_disk_gb=cfg.boot_disk_gb,
+            labels={**cfg.labels, "deepep-a4-platform": "gce"},
+            host_ips=host_ips(cfg),
+            host=network.host,
+            additional=network.additional_networks,
+            startup_script=startup_script,
+            service_account=service_account,
+            common_metadata=dict(common_metadata or {}),
+            depends_on=list(depends_on or []),
+        )
+
+    def name(self, suffix: str) -> str:
+        return f"{self.name_prefix}-{suffix}"
+
+
+def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
+    """Scheduling of every VM from the provisioning setting; the TTL (bill cap) applies to all models."""
+    ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=args.ttl_seconds) if args.ttl_seconds else None
+    # Only an instance with a termination action may carry a max run duration.
+    action = args.termination_action if (ttl or args.provisioning in ("spot", "flex-start", "reservation")) else None
+    if args.provisioning == "spot":
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="SPOT",
+            preemptible=True,
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action=action,
+            max_run_duration=ttl,
+        )
+    if args.provisioning == "flex-start":
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="FLEX_START",
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action="DELETE",
+            max_run_duration=ttl,
+        )
+    if args.provisioning == "reservation":
+        # A4 capacity is reserved through future reservations, whose VMs use the reservation-bound model.
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="RESERVATION_BOUND",
+            automatic_restart=True,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action=action,
+            max_run_duration=ttl,
+        )
+    return gcp.compute.InstanceSchedulingArgs(  # on-demand
+        provisioning_model="STANDARD",
+        automatic_restart=True,
+        on_host_maintenance="TERMINATE",  # GPU VMs cannot live-migrate
+        instance_termination_action=action,
+        max_run_duration=ttl,
+    )
+
+
+def reservation_affinity(args: GceA4FleetArgs) -> gcp.compute.InstanceReservationAffinityArgs | None:
+    if args.provisioning == "reservation":
+        return gcp.compute.InstanceReservationAffinityArgs(
+            type="SPECIFIC_RESERVATION",
+            specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+                key="compute.googleapis.com/reservation-name", values=[args.reservation_name]
+            ),
+        )
+    if args.provisioning == "flex-start":
+        return gcp.compute.InstanceReservationAffinityArgs(type="NO_RESERVATION")
+    return None
+
+
+def network_interfaces(
+    host: NicNetwork, additional: list[NicNetwork], address: pulumi.Input[str]
+) -> list[gcp.compute.InstanceNetworkInterfaceArgs]:
+    """nic0 gVNIC (host subnet, static address), nic1 gVNIC (second VPC), nic2-9 MRDMA (RDMA subnets).
+
+    No access_configs anywhere: no external IP, SSH goes through IAP. The RDMA addresses are left to
+    GCE: nothing needs them before boot (NVSHMEM exchanges its RDMA endpoints over the nic0 bootstrap),
+    and reserving eight more addresses per VM would add 8 x nodeCount resources for nothing.
+    """
+    nics = [
+        gcp.compute.InstanceNetworkInterfaceArgs(
+            network=host.network.id, subnetwork=host.subnetwork.id, nic_type="GVNIC", network_ip=address
+        )
+    ]
+    for i, nic in enumerate(additional):
+        nics.append(
+            gcp.compute.InstanceNetworkInterfaceArgs(
+                network=nic.network.id,
+                subnetwork=nic.subnetwork.id,
+                nic_type="GVNIC" if i == 0 else "MRDMA",
+            )
+        )
+    return nics
+
+
+class GceA4Fleet(pulumi.ComponentResource):
+    """`nodeCount` A4 VMs with ten NICs, static host addresses and (optionally) compact placement."""
+
+    service_account: gcp.serviceaccount.Account
+    placement_policy: gcp.compute.ResourcePolicy | None
+    addresses: list[gcp.compute.Address]
+    instances: list[gcp.compute.Instance]
+
+    def __init__(self, name: str, args: GceA4FleetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:gce:GceA4Fleet", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        n = args.node_count
+
+        self.service_account = args.service_account
+
+        self.placement_policy = None
+        if args.placement == "compact":
+            # The count is part of the name: a new nodeCount makes a new policy first, then the VMs move.
+            self.placement_policy = gcp.compute.ResourcePolicy(
+                f"{name}-placement",
+                name=args.name(f"compact-{n}"),
+                region=args.region,
+                description=f"Compact placement of the stack's {n} A4 VMs",
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    collocation="COLLOCATED", vm_count=n
+                ),
+                opts=child,
+            )
+
+        self.addresses = [
+            gcp.compute.Address(
+                f"{name}-ip-{i}",
+                name=args.name(f"vm-{i}-ip"),
+                region=args.region,
+                subnetwork=args.host.subnetwork.id,
+                address_type="INTERNAL",
+                purpose="GCE_ENDPOINT",
+                address=ip,
+                description=f"Host (nic0) address of VM {i}" + (": the benchmark master" if i == 0 else ""),
+                opts=child,
+            )
+            for i, ip in enumerate(args.host_ips)
+        ]
+
+        # Fixed names: a change that replaces a VM must delete the old one first (GPUs are scarce too).
+        vm_opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=args.depends_on)
+        self.instances = []
+        for i in range(n):
+            metadata: dict[str, pulumi.Input[str]] = {
+                "startup-script": args.startup_script,
+                "enable-oslogin": "TRUE",
+                "deepep-rank": str(i),
+                "deepep-world-size": str(n),
+                "deepep-master-addr": args.host_ips[0],
+                **args.common_metadata,
+            }
+            self.instances.append(
+                gcp.compute.Instance(
+                    f"{name}-vm-{i}",
+                    name=instance_name(args.name_prefix, i),
+                    zone=args.zone,
+                    machine_type=args.machine_type,
+                    boot_disk=gcp.compute.InstanceBootDiskArgs(
+                        auto_delete=True,
+                        initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                            image=args.image, size=args.boot_disk_gb, type="hyperdisk-balanced"
+                        ),
+                    ),
+                    network_interfaces=network_interfaces(args.host, args.additional, self.addresses[i].address),
+                    scheduling=scheduling(args),
+                    reservation_affinity=reservation_affinity(args),
+                    resource_policies=self.placement_policy.self_link if self.placement_policy else None,
+                    shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                        # As on the GKE node pool: integrity monitoring on, secure boot off (the installer
+                        # loads unsigned kernel modules: DOCA-OFED, the open driver, gdrdrv), vTPM on.
+                        enable_integrity_monitoring=True,
+                        enable_secure_boot=False,
+                        enable_vtpm=True,
+                    ),
+                    service_account=gcp.compute.InstanceServiceAccountArgs(
+                        email=self.service_account.email, scopes=list(VM_SCOPES)
+                    ),
+                    metadata=metadata,
+                    labels={**args.labels, "deepep-a4-rank": str(i)},
+                    desired_status="RUNNING",
+                    allow_stopping_for_update=True,
+                    deletion_protection=False,
+                    opts=vm_opts,
+                )
+            )
+
+        self.register_outputs(
+            {
+                "instanceNames": [vm.name for vm in self.instances],
+                "hostIps": [a.address for a in self.addresses],
+                "serviceAccount": self.service_account.email,
+            }
+        )
+
+    @property
+    def rdma_ips(self) -> pulumi.Output[list[list[Any]]]:
+        """Per VM, the addresses GCE gave nic2-nic9 (known once the VMs exist; the offline plan says so)."""
+
+        def rdma(nics: Sequence[gcp.compute.outputs.InstanceNetworkInterface]) -> list[str]:
+            return [nic.network_ip or "(assigned by GCE at creation)" for nic in nics[2:]]
+
+        return pulumi.Output.all(*[vm.network_interfaces.apply(rdma) for vm in self.instances])
+
+
+class GceResultsBucket(pulumi.ComponentResource):
+    """A private, per-stack bucket for benchmark results; only the VMs' service account may use it."""
+
+    bucket: gcp.storage.Bucket
+    grant: gcp.storage.BucketIAMMember
+
+    def __init__(
+        self,
+        name: str,
+        bucket_name: str,
+        location: str,
+        writer: gcp.serviceaccount.Account,
+        labels: dict[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gce:GceResultsBucket", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.bucket = gcp.storage.Bucket(
+            name,
+            name=bucket_name,
+            location=location.upper(),
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            # Deleted with the stack even when results are still in it; no soft-deleted copies linger.
+            force_destroy=True,
+            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=0),
+            labels=labels,
+            opts=child,
+        )
+        self.grant = gcp.storage.BucketIAMMember(
+            f"{name}-vm-writer",
+            bucket=self.bucket.name,
+            role=BUCKET_ROLE,
+            member=writer.member,
+            opts=child,
+        )
+        self.register_outputs({"bucketUrl": self.bucket.url})

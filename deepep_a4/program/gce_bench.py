@@ -1,0 +1,196 @@
+"""The GCE VMs' startup script: the rendered installer, then the benchmark stage, on every boot.
+
+GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script that
+
+1. writes the rendered installer (`components.installer.render_startup_script(cfg)`, target
+   `/opt/deepep`), the benchmark runner (`scripts/bench/*.py`) and the stage
+   (`scripts/gce/bench_stage.py`) under `/opt/deepep/gce/`, byte for byte as rendered here;
+2. runs the installer, which resumes at its own markers and may reboot the VM once: it then exits 75
+   ("reboot scheduled", not a failure), the script stops, starts again at the next boot and the
+   installer carries on where it stopped;
+3. with the cpu NIC handler, makes sure `gdrdrv` is loaded and `/dev/gdrdrv` exists (seed 000 §7: both
+   are gone after a reboot); the installer's boot unit normally did it already, this is the check;
+4. runs the stage: single-node tests, then the internode test with every VM (see bench_stage.py).
+
+Everything a VM needs to know about itself and its peers comes from metadata keys set per VM by
+GceA4Fleet (`deepep-rank`, `deepep-world-size`, `deepep-master-addr`, ...), so the startup script is
+the same text on every VM and a change of node count only changes metadata, never the script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from deepep_a4.config import StackConfig
+from deepep_a4.paths import NODE_DIR
+from deepep_a4.program import installer
+
+INSTALL_ROOT = "/opt/deepep"
+GCE_DIR = f"{INSTALL_ROOT}/gce"
+# What the installer (issue 4) leaves behind for the GCE target; the runner takes them as arguments.
+DEEPEP_DIR = f"{INSTALL_ROOT}/DeepEP"
+ENV_FILE = f"{INSTALL_ROOT}/unified-env.sh"
+TEST_PYTHONS = (f"{INSTALL_ROOT}/venv/bin/python", f"{INSTALL_ROOT}/.venv/bin/python", f"{INSTALL_ROOT}/bin/python")
+MASTER_PORT = 29500
+RESULTS_DIR = "/var/lib/deepep-gce/results"
+STARTUP_LOG = "/var/log/deepep-gce/startup.log"
+# The installer's exit code for "a reboot was scheduled; run me again after it" (components/installer.py).
+INSTALLER_REBOOT_EXIT = 75
+# GCE limits one metadata value to 256 KiB.
+METADATA_VALUE_LIMIT = 256 * 1024
+
+
+def installer_script(cfg: StackConfig) -> str:
+    """The installer rendered for the GCE target: the same renderer as the GKE DaemonSet's."""
+    return installer.render_startup_script(cfg)
+
+
+def run_id(cfg: StackConfig) -> str:
+    """Names one benchmark run in the bucket: the stack plus a digest of everything that shapes results.
+
+    The same versions and benchmark settings give the same run id, so a reboot or a recreated VM
+    resumes the run; changing a version or a benchmark size starts a new run next to the old one.
+    """
+    shaping = {
+        "machineType": cfg.machine_type,
+        "nodeCount": cfg.node_count,
+        "versions": cfg.versions.__dict__,
+        "nvshmem": cfg.nvshmem.__dict__,
+        "installer": cfg.installer.__dict__,
+        "image": cfg.gce.image,
+        "benchmarks": json.loads(json.dumps(cfg.benchmarks, default=lambda o: o.__dict__)),
+    }
+    digest = hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{cfg.stack}-{digest}"
+
+
+def runner_args(cfg: StackConfig) -> list[str]:
+    """The benchmark runner's arguments (scripts/bench/run_bench.py), from the stack's benchmark settings."""
+    b = cfg.benchmarks
+    return [
+        "--deepep-dir", DEEPEP_DIR,
+        "--env-file", ENV_FILE,
+        "--processes", str(b.processes),
+        "--hidden", str(b.hidden),
+        "--topk", str(b.topk),
+        "--intranode-tokens", str(b.intranode.tokens),
+        "--intranode-experts", str(b.intranode.experts),
+        "--low-latency-tokens", str(b.low_latency.tokens),
+        "--low-latency-experts", str(b.low_latency.experts),
+        "--internode-tokens", str(b.internode.tokens),
+        "--internode-experts", str(b.internode.experts),
+        "--timeout-minutes", str(b.timeout_minutes),
+    ]  # fmt: skip
+
+
+def peer_wait_seconds(cfg: StackConfig) -> int:
+    """How long a VM waits at the internode barrier: an hour of install skew plus two tests of a peer."""
+    return 3600 + 2 * cfg.benchmarks.timeout_minutes * 60
+
+
+def bench_settings(cfg: StackConfig, peers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `deepep-bench` metadata value: what the stage runs and who its peers are (same on every VM)."""
+    return {
+        "tests": list(cfg.benchmarks.tests),
+        "runnerArgs": runner_args(cfg),
+        "runner": f"{GCE_DIR}/bench/run_bench.py",
+        "python": ["python3"],
+        "testPythons": list(TEST_PYTHONS),
+        "peers": peers,
+        "peerWaitSeconds": peer_wait_seconds(cfg),
+        "resultsDir": RESULTS_DIR,
+    }
+
+
+def shipped_files() -> dict[str, str]:
+    """Files the startup script writes under GCE_DIR: the benchmark runner and the stage, as in the repo."""
+    files = {
+        f"bench/{p.name}": p.read_text() for p in sorted((NODE_DIR / "bench").glob("*.py")) if p.name != "__init__.py"
+    }
+    files["bench_stage.py"] = (NODE_DIR / "gce" / "bench_stage.py").read_text()
+    return files
+
+
+def _heredoc(path: str, text: str, mode: str) -> str:
+    tag = "DEEPEP_A4_EOF_" + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
+    if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
+        raise ValueError(f"heredoc delimiter collides with the content of {path}")
+    body = text if text.endswith("\n") else text + "\n"
+    return f"install -d -m 0755 \"$(dirname '{path}')\"\ncat > '{path}' <<'{tag}'\n{body}{tag}\nchmod {mode} '{path}'\n"
+
+
+GDRDRV_CHECK = r"""
+# Seed 000 §7: after any reboot gdrdrv must be loaded again and /dev/gdrdrv recreated, or the cpu NIC
+# handler fails with "NVSHMEM_IBGDA_NIC_HANDLER=cpu requires GDRCopy". The installer's boot unit does
+# this at boot; this is the check before the benchmarks, and the repair if the unit did not run.
+ensure_gdrdrv() {
+  if ! grep -qw gdrdrv /proc/devices; then
+    if ! modprobe gdrdrv 2>/dev/null; then
+      ko="$(find /opt/deepep /lib/modules/"$(uname -r)" -name gdrdrv.ko -print -quit 2>/dev/null || true)"
+      if [ -z "$ko" ] || ! insmod "$ko"; then
+        echo "[gce] error: gdrdrv is not loaded and no gdrdrv.ko was found (the installer's gdrcopy phase builds it)"
+        return 1
+      fi
+    fi
+  fi
+  major="$(awk '$2 == "gdrdrv" { print $1 }' /proc/devices)"
+  if [ ! -c /dev/gdrdrv ] || [ "$(stat -c '%t' /dev/gdrdrv)" != "$(printf '%x' "$major")" ]; then
+    rm -f /dev/gdrdrv
+    mknod /dev/gdrdrv c "$major" 0
+  fi
+  chmod 0666 /dev/gdrdrv
+  echo "[gce] gdrdrv loaded (major $major), /dev/gdrdrv present"
+}
+"""
+
+
+def render_startup_script(cfg: StackConfig) -> str:
+    """The whole `startup-script` metadata value of every VM of the stack."""
+    installer_text = installer_script(cfg)
+    cpu_handler = cfg.nvshmem.nic_handler == "cpu"
+    parts = [
+        "#!/bin/bash\n",
+        f"# deepep-a4 GCE startup script, stack {cfg.stack}: runs on every boot of every VM of the stack.\n",
+        "# 1. writes the installer, the benchmark runner and the stage; 2. installs (resumes at the installer's\n",
+        "# markers, may reboot once); 3. checks gdrdrv (cpu NIC handler); 4. runs the benchmarks (resumes too).\n",
+        "# Rendered by components/gce_bench.py; per-VM values come from metadata (deepep-rank, ...).\n",
+        "set -Euo pipefail\n",
+        "umask 022\n",
+        f"install -d -m 0755 '{GCE_DIR}' '{RESULTS_DIR}' \"$(dirname '{STARTUP_LOG}')\"\n",
+        f"exec > >(tee -a '{STARTUP_LOG}') 2>&1\n",
+        'echo "[gce] boot $(date -u +%FT%TZ) $(hostname): startup script begins"\n',
+        "\n# -- files ------------------------------------------------------------------------------------\n",
+        _heredoc(f"{GCE_DIR}/install.sh", installer_text, "0755"),
+    ]
+    for rel, text in shipped_files().items():
+        parts.append(_heredoc(f"{GCE_DIR}/{rel}", text, "0644"))
+    parts.append(GDRDRV_CHECK if cpu_handler else "")
+    parts.append(
+        "\n# -- install ----------------------------------------------------------------------------------\n"
+        f"export DEEPEP_GCE_STARTUP_LOG='{STARTUP_LOG}'\n"
+        f"if bash '{GCE_DIR}/install.sh'; then rc=0; else rc=$?; fi\n"
+        "# The installer reboots the VM once (DOCA-OFED, PeerMappingOverride) and then exits\n"
+        f"# {INSTALLER_REBOOT_EXIT}: not a failure; this script starts again at the next boot and the installer\n"
+        "# resumes there.\n"
+        f'if [ "$rc" -eq {INSTALLER_REBOOT_EXIT} ] ||\n'
+        '  [ "$(systemctl is-system-running 2>/dev/null || true)" = stopping ]; then\n'
+        '  echo "[gce] a reboot is under way: the startup script resumes after it"\n'
+        "  exit 0\n"
+        "fi\n"
+        'if [ "$rc" -ne 0 ]; then\n'
+        '  echo "[gce] the installer failed (exit $rc): see above; it resumes at the failed phase on the next boot"\n'
+        f"  python3 '{GCE_DIR}/bench_stage.py' --install-failed \"$rc\" || true\n"
+        '  exit "$rc"\n'
+        "fi\n"
+    )
+    if cpu_handler:
+        parts.append(
+            f"if ! ensure_gdrdrv; then\n  python3 '{GCE_DIR}/bench_stage.py' --install-failed 1 || true\n  exit 1\nfi\n"
+        )
+    parts.append(
+        "\n# -- benchmarks -------------------------------------------------------------------------------\n"
+        f"exec python3 '{GCE_DIR}/bench_stage.py'\n"
+    )
+    return "".join(parts)

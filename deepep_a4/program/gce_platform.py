@@ -1,0 +1,81 @@
+"""GCE platform: A4 VMs with ten NICs, compact placement, the installer and benchmarks on boot, results bucket."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+
+from deepep_a4.config import StackConfig
+from deepep_a4.program import artifacts, gce_bench
+from deepep_a4.program.gce import (
+    GceA4Fleet,
+    GceA4FleetArgs,
+    GceResultsBucket,
+    bucket_name,
+    host_ips,
+    instance_name,
+    vm_service_account,
+)
+from deepep_a4.program.network import A4Network
+
+STARTUP_SCRIPT_ARTIFACT = "gce/startup-script.sh"
+
+
+def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
+    """Creates the GCE side of the stack and returns the stack outputs it adds."""
+    try:
+        ips = host_ips(cfg)
+    except ValueError as err:
+        raise pulumi.RunError(str(err)) from None
+
+    sa = vm_service_account("gce-vms", cfg.name_prefix, gcp_opts)
+    bucket = bucket_name(cfg.name_prefix, cfg.project)
+    results = GceResultsBucket("gce-results", bucket, cfg.region, sa, cfg.labels, gcp_opts)
+
+    script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
+    if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
+        raise pulumi.RunError(
+            f"the rendered startup script is {len(script.encode())} bytes; GCE allows "
+            f"{gce_bench.METADATA_VALUE_LIMIT} per metadata value"
+        )
+
+    names = [instance_name(cfg.name_prefix, i) for i in range(cfg.node_count)]
+    peers = [{"rank": i, "name": name, "ip": ip} for i, (name, ip) in enumerate(zip(names, ips, strict=True))]
+    run_id = gce_bench.run_id(cfg)
+    common = {
+        "deepep-bucket": bucket,
+        "deepep-run-id": run_id,
+        "deepep-master-port": str(gce_bench.MASTER_PORT),
+        "deepep-bench": json.dumps(gce_bench.bench_settings(cfg, peers), separators=(",", ":")),
+    }
+    fleet = GceA4Fleet(
+        "gce",
+        GceA4FleetArgs.from_config(cfg, network, script, sa, common, depends_on=[results.grant]),
+        gcp_opts,
+    )
+
+    zone_project = f"--zone {cfg.zone} --project {cfg.project}"
+    results_url = f"gs://{bucket}/runs/{run_id}"
+    local = f"build/results/{cfg.stack}"
+    return {
+        "instanceNames": [vm.name for vm in fleet.instances],
+        "hostIps": [a.address for a in fleet.addresses],
+        "masterAddress": ips[0],
+        "rdmaIps": fleet.rdma_ips,
+        # All ten addresses in NIC order: the last eight are nic2-nic9, the RDMA NICs.
+        "rdmaIpsCommand": (
+            f"gcloud compute instances list --project {cfg.project} --filter='labels.deepep-a4-stack={cfg.stack}' "
+            "--format='table(name,networkInterfaces[].networkIP.list())'"
+        ),
+        "iapSshCommands": [f"gcloud compute ssh {name} {zone_project} --tunnel-through-iap" for name in names],
+        "serviceAccount": sa.email,
+        "bucketUrl": results.bucket.url,
+        "runId": run_id,
+        "resultsUrl": results_url,
+        "progressCommand": f"gcloud storage cat '{results_url}/node-*/status.json'",
+        # results.py copies the run with `gcloud storage cp -r` (scripts/gce/gcs_source.py) and writes the report.
+        "reportCommand": f".venv/bin/deepep-a4 report {results_url} --stack {cfg.stack}",
+        "downloadCommand": f"mkdir -p {local} && gcloud storage cp -r {results_url} {local}/",
+    }

@@ -1,0 +1,293 @@
+"""The A4 node pool (every flag of the GKE seed's `node-pools create` line), its identity, a system pool.
+
+NodeServiceAccount
+    The nodes' own service account with only the roles a GKE node needs, instead of the seed's default
+    compute account (project Editor) with the cloud-platform scope: a pod that reaches the metadata
+    server of a node then holds write access to logs and metrics and read access to images, nothing else.
+SystemNodePool
+    One small on-demand node for kube-dns, konnectivity and metrics-server: they do not tolerate the
+    GPU taint, so a cluster of A4 nodes alone would have no DNS and no `kubectl logs`.
+A4NodePool
+    The seed's pool, with the provisioning model, placement, bill cap and GPU driver taken from config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from deepep_a4.config import StackConfig
+from deepep_a4.program.network import NicNetwork
+
+NODE_POOL_LABEL_KEY = "deepep-a4/node-pool"
+NODE_POOL_LABEL_VALUE = "a4"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+GPU_TAINT_EFFECT = "NO_SCHEDULE"  # NoSchedule in Kubernetes spelling
+
+# Every project role the nodes hold. Later issues add theirs here, explicitly.
+NODE_ROLES = (
+    "roles/logging.logWriter",
+    "roles/monitoring.metricWriter",
+    "roles/artifactregistry.reader",
+)
+# Access scopes are a legacy second gate; Google recommends cloud-platform plus IAM roles on a dedicated
+# account, which is what limits the nodes here (NODE_ROLES).
+NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+
+# Our installer pins the driver, so GKE must not install its own (the seed's gpu-driver-version=disabled).
+GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+SYSTEM_POOL_NAME = "system"
+SYSTEM_MACHINE_TYPE = "e2-standard-4"
+SYSTEM_NODE_COUNT = 1
+
+
+def service_account_id(name_prefix: str) -> str:
+    """A 6-30 character account id derived from the stack's prefix."""
+    return f"{name_prefix[:24].rstrip('-')}-nodes"
+
+
+class NodeServiceAccount(pulumi.ComponentResource):
+    """The GKE nodes' service account and its project roles (NODE_ROLES, nothing else)."""
+
+    account: gcp.serviceaccount.Account
+    grants: list[gcp.projects.IAMMember]
+
+    def __init__(self, name: str, project: str, name_prefix: str, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:gke:NodeServiceAccount", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.account = gcp.serviceaccount.Account(
+            name,
+            account_id=service_account_id(name_prefix),
+            display_name=f"deepep-a4 GKE nodes of {name_prefix}",
+            description="GKE nodes: write logs and metrics, pull images; nothing else",
+            opts=child,
+        )
+        self.grants = [
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('/', 1)[1]}", project=project, role=role, member=self.account.member, opts=child
+            )
+            for role in NODE_ROLES
+        ]
+        self.register_outputs({"email": self.account.email, "roles": list(NODE_ROLES)})
+
+
+def node_identity(service_account: NodeServiceAccount, secure_boot: bool) -> dict[str, Any]:
+    """What every node of the cluster runs as: our least-privilege account, GKE's metadata server in
+    front of the VM's, no legacy metadata endpoints, shielded VM integrity monitoring."""
+    return {
+        "metadata": {"disable-legacy-endpoints": "true"},
+        "service_account": service_account.account.email,
+        "oauth_scopes": list(NODE_SCOPES),
+        "workload_metadata_config": gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+        "shielded_instance_config": gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+            enable_integrity_monitoring=True, enable_secure_boot=secure_boot
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class A4NodePoolArgs:
+    """The node-pool-relevant values of the stack config."""
+
+    location: str
+    zone: str
+    machine_type: str
+    accelerator: str
+    gpus: int
+    node_count: int
+    provisioning: str
+    reservation_name: str
+    placement: str
+    ttl_seconds: int | None
+    boot_disk_gb: int
+    local_ssd_count: int
+    gpu_driver: str
+    version: str
+    resource_labels: dict[str, str]
+
+    @staticmethod
+    def from_config(cfg: StackConfig) -> A4NodePoolArgs:
+        return A4NodePoolArgs(
+            location=cfg.region,
+            zone=cfg.zone,
+            machine_type=cfg.machine_type,
+            accelerator=cfg.shape.accelerator,
+            gpus=cfg.shape.gpus,
+            node_count=cfg.node_count,
+            provisioning=cfg.provisioning,
+            reservation_name=cfg.reservation_name,
+            placement=cfg.placement,
+            ttl_seconds=cfg.ttl_seconds,
+            boot_disk_gb=cfg.boot_disk_gb,
+            local_ssd_count=cfg.local_ssd_count,
+            gpu_driver=cfg.gke.gpu_driver,
+            version=cfg.gke.version,
+            resource_labels=cfg.labels,
+        )
+
+    @property
+    def pool_name(self) -> str:
+        return self.machine_type
+
+
+def capacity_settings(args: A4NodePoolArgs) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(node_config fields, node pool fields) of the provisioning model: how the machines are obtained."""
+    node: dict[str, Any] = {}
+    pool: dict[str, Any] = {"node_count": args.node_count}
+    if args.provisioning == "spot":
+        node["spot"] = True
+    elif args.provisioning == "reservation":
+        node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[args.reservation_name]
+        )
+    elif args.provisioning == "flex-start":
+        # GKE's flex-start pools start empty and grow when pods ask for GPUs (Dynamic Workload Scheduler);
+        # repair would recreate VMs that flex-start hands out once.
+        node["flex_start"] = True
+        node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="NO_RESERVATION"
+        )
+        pool = {
+            "initial_node_count": 0,
+            "autoscaling": gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=0, total_max_node_count=args.node_count, location_policy="ANY"
+            ),
+        }
+    if args.ttl_seconds is not None:
+        # The bill cap: GKE deletes each node this long after it was created.
+        node["max_run_duration"] = f"{args.ttl_seconds}s"
+    return node, pool
+
+
+class A4NodePool(pulumi.ComponentResource):
+    """a4-highgpu-8g nodes with nine additional NICs, tainted and labelled for the DeepEP workloads."""
+
+    pool: gcp.container.NodePool
+
+    def __init__(
+        self,
+        name: str,
+        args: A4NodePoolArgs,
+        cluster: gcp.container.Cluster,
+        service_account: NodeServiceAccount,
+        additional_networks: Sequence[NicNetwork],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gke:A4NodePool", name, None, opts)
+        node_capacity, pool_capacity = capacity_settings(args)
+        placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if args.placement == "compact" else None
+        local_ssd = (
+            gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(local_ssd_count=args.local_ssd_count)
+            if args.local_ssd_count
+            else None
+        )
+        self.pool = gcp.container.NodePool(
+            name,
+            name=args.pool_name,
+            cluster=cluster.name,
+            location=args.location,
+            node_locations=[args.zone],
+            # Auto-upgrade moves the nodes past a pinned version: the pin is where they start.
+            version=args.version or None,
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=args.machine_type,
+                guest_accelerators=[
+                    gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                        type=args.accelerator,
+                        count=args.gpus,
+                        gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                            gpu_driver_version=GPU_DRIVER_VERSIONS[args.gpu_driver]
+                        ),
+                    )
+                ],
+                image_type="UBUNTU_CONTAINERD",
+                disk_type="hyperdisk-balanced",
+                disk_size_gb=args.boot_disk_gb,
+                ephemeral_storage_local_ssd_config=local_ssd,
+                # No explicit gVNIC flag (the seed's node-pool command has none): GKE documents that
+                # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
+                # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
+                # NVIDIA driver, gdrdrv); integrity monitoring stays on.
+                **node_identity(service_account, secure_boot=False),
+                labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
+                # The provider's default labels stop at the pool: these mark the node VMs themselves.
+                resource_labels=args.resource_labels,
+                taints=[
+                    gcp.container.NodePoolNodeConfigTaintArgs(
+                        key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
+                    )
+                ],
+                **node_capacity,
+            ),
+            network_config=gcp.container.NodePoolNetworkConfigArgs(
+                enable_private_nodes=True,
+                # nic1..nic9 in NIC order: the second gVNIC VPC, then the eight RDMA subnets.
+                additional_node_network_configs=[
+                    gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                        network=nic.network.name, subnetwork=nic.subnetwork.name
+                    )
+                    for nic in additional_networks
+                ],
+            ),
+            placement_policy=placement,
+            management=gcp.container.NodePoolManagementArgs(
+                auto_repair=args.provisioning != "flex-start", auto_upgrade=True
+            ),
+            upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
+                strategy="SURGE", max_surge=1, max_unavailable=0
+            ),
+            **pool_capacity,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # Nodes boot with their roles in place (logs from the first minute).
+                depends_on=list(service_account.grants),
+                # Auto-upgrade changes the version; a later `pulumi up` must not try to undo it.
+                ignore_changes=["version"],
+            ),
+        )
+        self.register_outputs({"name": self.pool.name})
+
+
+class SystemNodePool(pulumi.ComponentResource):
+    """One small untainted node for the cluster's own pods (DNS, konnectivity, metrics)."""
+
+    pool: gcp.container.NodePool
+
+    def __init__(
+        self,
+        name: str,
+        cluster: gcp.container.Cluster,
+        location: str,
+        zone: str,
+        service_account: NodeServiceAccount,
+        resource_labels: dict[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("deepep-a4:gke:SystemNodePool", name, None, opts)
+        self.pool = gcp.container.NodePool(
+            name,
+            name=SYSTEM_POOL_NAME,
+            cluster=cluster.name,
+            location=location,
+            node_locations=[zone],
+            node_count=SYSTEM_NODE_COUNT,
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=SYSTEM_MACHINE_TYPE,
+                disk_type="pd-balanced",
+                disk_size_gb=50,
+                image_type="COS_CONTAINERD",
+                resource_labels=resource_labels,
+                **node_identity(service_account, secure_boot=True),
+            ),
+            network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(service_account.grants)),
+        )
+        self.register_outputs({"name": self.pool.name})

@@ -1,0 +1,108 @@
+"""What each GKE container may do, and the security scanner's exceptions, each with its reason.
+
+One place decides the privileges of every container the program runs on a node (README: "Who is
+privileged on a node, and why"):
+
+- the installer's init container is privileged (it loads kernel modules on the host);
+- a benchmark that needs no RDMA runs as an unprivileged user with every capability dropped;
+- a benchmark over RDMA (NVSHMEM registers gigabytes with the NICs) keeps `IPC_LOCK` and nothing else,
+  as root, because Kubernetes grants no ambient capabilities: a non-root process would not hold it;
+- with `podNetworking: hostNetwork` nothing hands `/dev/infiniband` to a container, so the RDMA
+  benchmark is privileged there; `multiNetwork` (the default) is the least-privilege way.
+
+Whatever the scanner (checkov, scripts/gates/security.py) still flags is suppressed on the object
+itself, as `checkov.io/skipN: CHECK_ID=reason` annotations built here, so a reason travels with the
+manifest and the scan shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deepep_a4.config import StackConfig
+
+# A high UID/GID of no account on the node image: files it writes are nobody's.
+BENCH_UID = 10001
+POD_SECURITY_CONTEXT = {"seccomp_profile": {"type": "RuntimeDefault"}}
+
+UNPRIVILEGED = {
+    "privileged": False,
+    "allow_privilege_escalation": False,
+    "read_only_root_filesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+_PRIVILEGED_INSTALLER = (
+    "the installer loads kernel modules (DOCA-OFED, the NVIDIA driver, gdrdrv), sets driver options and may "
+    "reboot the node: it nsenters PID 1 as root"
+)
+_IPC_LOCK = "NVSHMEM and DeepEP register GBs with the RDMA NICs (ibv_reg_mr): IPC_LOCK lifts RLIMIT_MEMLOCK"
+_ROOT_FOR_IPC_LOCK = "IPC_LOCK takes effect only for uid 0: Kubernetes grants a non-root process no capabilities"
+_HOST_NETWORK = "podNetworking=hostNetwork in the stack: no device plugin hands /dev/infiniband to a host-network pod"
+_CPU_LIMIT = "a CPU limit throttles the GPU proxy threads and skews the benchmark; the pod owns the node's 8 GPUs"
+
+INSTALLER_SKIPS = {
+    "CKV_K8S_16": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_17": "the installer nsenters PID 1 to install on the host, which needs the host PID namespace",
+    "CKV_K8S_20": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_22": "the init container writes the host through /host; the main container is read-only",
+    "CKV_K8S_23": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_28": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_37": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_40": _PRIVILEGED_INSTALLER,
+    "CKV_K8S_38": "the init container labels its own node deepep-a4/installed (get/patch nodes only)",
+    "CKV_K8S_11": "the host build (nvcc, make -j) runs in this container's cgroup: a CPU limit stretches it",
+    "CKV_K8S_13": "the host build (NVSHMEM, DeepEP) runs in this container's cgroup: a memory limit OOM-kills it",
+    "CKV_K8S_8": "the main container only sleeps; readiness carries the install state, a restart changes nothing",
+}
+
+
+def image(cfg: StackConfig) -> str:
+    return cfg.gke.container_image
+
+
+def image_skips(cfg: StackConfig) -> dict[str, str]:
+    """A tag (not a digest) is the stack's choice: the scan says where to pin it."""
+    if "@sha256:" in image(cfg):
+        return {}
+    reason = f"containerImage {image(cfg)} is a tag: pin it in the stack as name@sha256:<digest>"
+    return {"CKV_K8S_43": reason, "CKV_K8S_15": reason}
+
+
+def bench_needs_rdma(test: str) -> bool:
+    """Internode crosses nodes over RDMA; low-latency runs NVSHMEM's IBGDA transport, which opens the NICs
+    and registers its heap with them even within one node. Intranode is NVLink and CUDA IPC only."""
+    return test in ("internode", "low-latency")
+
+
+def bench_container_security(cfg: StackConfig, test: str) -> dict[str, Any]:
+    if not bench_needs_rdma(test):
+        return {**UNPRIVILEGED, "run_as_non_root": True, "run_as_user": BENCH_UID, "run_as_group": BENCH_UID}
+    if cfg.gke.pod_networking == "hostNetwork":
+        return {"privileged": True, "capabilities": {"add": ["IPC_LOCK"]}}
+    return {**UNPRIVILEGED, "run_as_user": 0, "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+
+
+def bench_pod_security(test: str) -> dict[str, Any]:
+    ctx: dict[str, Any] = dict(POD_SECURITY_CONTEXT)
+    if not bench_needs_rdma(test):
+        ctx["fs_group"] = BENCH_UID  # the results emptyDir is writable by the benchmark user
+    return ctx
+
+
+def bench_skips(cfg: StackConfig, test: str) -> dict[str, str]:
+    skips = {"CKV_K8S_11": _CPU_LIMIT, **image_skips(cfg)}
+    host_network = cfg.gke.pod_networking == "hostNetwork"
+    if host_network:
+        skips["CKV_K8S_19"] = _HOST_NETWORK
+    if bench_needs_rdma(test):
+        reason = _HOST_NETWORK + ", so only a privileged container opens it" if host_network else _ROOT_FOR_IPC_LOCK
+        skips |= {"CKV_K8S_23": reason, "CKV_K8S_40": reason, "CKV_K8S_37": _IPC_LOCK, "CKV_K8S_25": _IPC_LOCK}
+        if host_network:
+            skips |= {"CKV_K8S_16": reason, "CKV_K8S_20": reason, "CKV_K8S_28": reason}
+    return skips
+
+
+def skip_annotations(skips: dict[str, str]) -> dict[str, str]:
+    """checkov's in-manifest suppressions: `checkov.io/skipN: CHECK_ID=reason` on the object's metadata."""
+    return {f"checkov.io/skip{i}": f"{check}={reason}" for i, (check, reason) in enumerate(sorted(skips.items()), 1)}

@@ -1,0 +1,250 @@
+"""The node installer, rendered from the stack's versions: one code path for GKE nodes and GCE VMs.
+
+`scripts/install/` holds the bash runner (`run.sh`), its shared helpers (`lib.sh`) and one file per
+phase (`phases/NN-name.sh`). Rendering adds `config.sh`: the stack's versions, options, download URLs,
+pinned checksums and the phase dependency graph. The scripts themselves are shipped byte for byte, so
+the offline plan's `files/install/<target>/` is exactly what runs on a node.
+
+    render_installer(cfg, "gke" | "gce")  -> {relative path: text}, entry point "run.sh"
+    render_startup_script(cfg)            -> one bash script for GCE that writes and runs the installer
+    installer_hash(cfg)                   -> 16 hex digits naming the versions and the rendered text
+
+Checksums: a download is verified against `CHECKSUMS` (artifact name -> sha256). A digest that cannot be
+known without downloading the artifact is not made up here: unpinned downloads are trusted on first
+use and their digests recorded on the node (`R/state/downloads.tsv`), ready to be pinned in the table;
+`REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP and PR #466 are pinned by git commit
+(components/upstream.py), which git itself verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict
+
+from deepep_a4 import upstream
+from deepep_a4.config import StackConfig
+from deepep_a4.paths import NODE_DIR
+from deepep_a4.program import artifacts
+
+SCRIPTS_DIR = NODE_DIR / "install"
+
+INSTALL_ROOTS = {"gke": "/home/kubernetes/bin/nvidia/deepep", "gce": "/opt/deepep"}
+ENTRYPOINT = "run.sh"
+# Where the GCE startup script puts the rendered files.
+GCE_INSTALLER_DIR = f"{INSTALL_ROOTS['gce']}/installer"
+REBOOT_EXIT = 75
+
+PHASES: tuple[str, ...] = (
+    "preflight",
+    "doca-ofed",
+    "nvidia-driver",
+    "peermapping",
+    "cuda",
+    "gdrcopy",
+    "nvshmem",
+    "pytorch",
+    "deepep",
+    "env",
+    "verify",
+)
+
+# sha256 of downloads, by the artifact name the phases pass to `fetch`. Only digests checked against
+# the real artifact belong here; see the module doc for what happens without one.
+CHECKSUMS: dict[str, str] = {}
+REQUIRE_CHECKSUMS = False
+
+# PCI device ids per accelerator, for preflight before any driver is loaded.
+GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
+
+CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
+DOCA_REPO_BASE = "https://linux.mellanox.com/public/repo/doca"
+PYPI_INDEX_URL = "https://pypi.org/simple"
+DEEPEP_REPO = "https://github.com/deepseek-ai/DeepEP.git"
+NUMPY_SPEC = "numpy<3"
+MIN_FREE_GB = 40
+APT_LOCK_TIMEOUT_S = 900
+
+
+def deepep_commit(ref: str) -> str:
+    """The commit a DeepEP ref must resolve to: the checked one of a known tag, the ref itself if a hash."""
+    known = upstream.DEEPEP_REFS.get(ref)
+    if known:
+        return known.commit
+    return "" if ref.startswith("v") else ref
+
+
+def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
+    """Which phases each phase consumes; a changed key reruns the phase and everything downstream of it."""
+    pip = cfg.versions.nvshmem_source == "pip"
+    deps: dict[str, tuple[str, ...]] = {
+        "preflight": (),
+        "doca-ofed": ("preflight",),
+        "nvidia-driver": ("preflight",),
+        "peermapping": ("doca-ofed", "nvidia-driver"),
+        "cuda": ("preflight",),
+        "gdrcopy": ("cuda", "nvidia-driver") if cfg.installer.gdrcopy_kernel_module else ("cuda",),
+        # The wheel needs no GDRCopy; a source build compiles against it.
+        "nvshmem": ("cuda",) if pip else ("cuda", "gdrcopy"),
+        # With the wheel, PyTorch is installed under a constraint on the wheel's version.
+        "pytorch": ("preflight", "nvshmem") if pip else ("preflight",),
+        "deepep": ("cuda", "nvshmem", "pytorch"),
+        "env": ("doca-ofed", "peermapping", "cuda", "gdrcopy", "nvshmem", "pytorch", "deepep"),
+    }
+    deps["verify"] = tuple(p for p in PHASES if p != "verify")
+    return deps
+
+
+def _script_files() -> dict[str, str]:
+    files = {
+        "run.sh": (SCRIPTS_DIR / "run.sh").read_text(),
+        "lib.sh": (SCRIPTS_DIR / "lib.sh").read_text(),
+    }
+    for i, phase in enumerate(PHASES, start=1):
+        rel = f"phases/{i:02d}-{phase}.sh"
+        files[rel] = (SCRIPTS_DIR / rel).read_text()
+    return files
+
+
+def _q(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return shlex.quote(str(value))
+
+
+def _config_body(cfg: StackConfig, target: str) -> str:
+    if target not in INSTALL_ROOTS:
+        raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
+    v, shape = cfg.versions, cfg.shape
+    model, pci_ids = GPU_PCI_IDS.get(shape.accelerator, (shape.accelerator, ()))
+    values: dict[str, object] = {
+        "DEEPEP_STACK": cfg.stack,
+        "DEEPEP_TARGET": target,
+        "DEEPEP_DEFAULT_ROOT": INSTALL_ROOTS[target],
+        "DOCA_OFED_VERSION": v.doca_ofed,
+        "NVIDIA_DRIVER_VERSION": v.nvidia_driver,
+        "CUDA_VERSION": v.cuda,
+        "GDRCOPY_VERSION": v.gdrcopy,
+        "NVSHMEM_VERSION": v.nvshmem,
+        "NVSHMEM_SOURCE": v.nvshmem_source,
+        "TORCH_VERSION": v.torch,
+        "DEEPEP_REF": v.deepep_ref,
+        "DEEPEP_COMMIT": deepep_commit(v.deepep_ref),
+        "DEEPEP_PR466": v.deepep_pr466,
+        "USE_DOCA_OFED": cfg.installer.use_doca_ofed,
+        "GDRCOPY_KERNEL_MODULE": cfg.installer.gdrcopy_kernel_module,
+        "ALLOW_REBOOT": cfg.installer.allow_reboot,
+        # On GKE the pool's gpu-driver-version decides; with DEFAULT/LATEST GKE installs the driver.
+        "INSTALL_DRIVER": target == "gce" or cfg.gke.gpu_driver == "installer",
+        "NIC_HANDLER": cfg.nvshmem.nic_handler,
+        "HCA_PREFIX": cfg.nvshmem.hca_prefix,
+        "GID_INDEX": cfg.nvshmem.gid_index,
+        "GPU_MODEL": model,
+        "GPU_DEVICE_IDS": " ".join(pci_ids),
+        "EXPECTED_GPUS": shape.gpus,
+        "EXPECTED_NICS": shape.rdma_nics,
+        "TORCH_CUDA_ARCH_LIST": shape.torch_cuda_arch,
+        "CUDA_ARCH": shape.cuda_arch,
+        "CUDA_REPO_BASE": CUDA_REPO_BASE,
+        "DOCA_REPO_BASE": DOCA_REPO_BASE,
+        "GDRCOPY_URL": f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{v.gdrcopy}.tar.gz",
+        # Only a source build fetches it; config validation guarantees a known tag for those.
+        "NVSHMEM_SRC_URL": upstream.nvshmem_source_url(v.nvshmem) if v.nvshmem_source == "source" else "",
+        "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
+        "PYPI_INDEX_URL": PYPI_INDEX_URL,
+        "NUMPY_SPEC": NUMPY_SPEC,
+        "DEEPEP_REPO": DEEPEP_REPO,
+        "DEEPEP_PR466_REF": upstream.DEEPEP_PR466_REF,
+        "DEEPEP_PR466_BASE": upstream.DEEPEP_PR466_BASE,
+        "DEEPEP_PR466_HEAD": upstream.DEEPEP_PR466_HEAD,
+        "REQUIRE_CHECKSUMS": REQUIRE_CHECKSUMS,
+        "APT_LOCK_TIMEOUT_S": APT_LOCK_TIMEOUT_S,
+    }
+    lines = [
+        "# shellcheck shell=bash disable=SC2034  # read by run.sh, lib.sh and the phases",
+        f"# deepep-a4 installer configuration: stack {cfg.stack}, target {target}.",
+        "# Rendered by components/installer.py from the stack's versions; edit the stack, not this file.",
+    ]
+    lines += [f"{name}={_q(value)}" for name, value in values.items()]
+    lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
+    lines.append("declare -A SHA256=(")
+    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(CHECKSUMS.items())]
+    lines.append(")")
+    lines.append(f"PHASES=({' '.join(PHASES)})")
+    lines.append("declare -A PHASE_DEPS=(")
+    lines += [f"  [{p}]={shlex.quote(' '.join(d))}" for p, d in phase_deps(cfg).items()]
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
+    doc = {
+        "versions": asdict(cfg.versions),
+        "config": body,
+        "files": {k: hashlib.sha256(t.encode()).hexdigest() for k, t in sorted(scripts.items())},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _render(cfg: StackConfig, target: str) -> tuple[dict[str, str], str]:
+    scripts = _script_files()
+    body = _config_body(cfg, target)
+    digest = _hash(cfg, body, scripts)
+    files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}
+    return files, digest
+
+
+def render_installer(cfg: StackConfig, target: str) -> dict[str, str]:
+    """The installer for `target` as {relative path: text}; run `bash <dir>/run.sh` from any directory."""
+    files, _ = _render(cfg, target)
+    for rel, text in files.items():
+        artifacts.publish(f"install/{target}/{rel}", text)
+    return files
+
+
+def installer_hash(cfg: StackConfig, target: str | None = None) -> str:
+    """16 hex digits naming the stack's versions and the installer's rendered text (per target)."""
+    return _render(cfg, target or cfg.platform)[1]
+
+
+def _heredoc(path: str, text: str) -> str:
+    tag = "DEEPEP_INSTALL_EOF_" + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
+    if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
+        raise ValueError(f"heredoc delimiter collides with the content of {path}")
+    body = text if text.endswith("\n") else text + "\n"
+    return f"cat > \"$new/{path}\" <<'{tag}'\n{body}{tag}\n"
+
+
+def render_startup_script(cfg: StackConfig) -> str:
+    """One bash script (GCE) that writes the installer to /opt/deepep/installer and runs it.
+
+    Its exit code is the installer's: 0 ready, 75 a reboot was scheduled (run again after the boot), any
+    other a failed phase. DEEPEP_INSTALLER_DIR moves the files (tests).
+    """
+    files, _ = _render(cfg, "gce")
+    # The GCE plan's files/install/gce/ comes from here (the VM gets the files only inside this script).
+    # A plan renders one stack; when a process renders several configs (tests), the first one stays.
+    published = artifacts.published()
+    if all(published.get(f"install/gce/{rel}", text) == text for rel, text in files.items()):
+        for rel, text in files.items():
+            artifacts.publish(f"install/gce/{rel}", text)
+    parts = [
+        "#!/bin/bash\n",
+        f"# deepep-a4 installer, stack {cfg.stack} (GCE): writes the rendered installer and runs it.\n",
+        f"# Exit code: the installer's (0 ready, {REBOOT_EXIT} reboot scheduled: rerun after boot, other: failed).\n",
+        "set -Eeuo pipefail\n",
+        "umask 022\n",
+        f'dir="${{DEEPEP_INSTALLER_DIR:-{GCE_INSTALLER_DIR}}}"\n',
+        'new="$dir.new"\n',
+        'rm -rf "$new"\n',
+        'mkdir -p "$new/phases"\n',
+    ]
+    parts += [_heredoc(rel, text) for rel, text in files.items()]
+    parts += [
+        'chmod 0755 "$new/run.sh"\n',
+        'rm -rf "$dir"\n',
+        'mv "$new" "$dir"\n',
+        f'exec bash "$dir/{ENTRYPOINT}" "$@"\n',
+    ]
+    return "".join(parts)

@@ -1,0 +1,238 @@
+"""What a stack costs and when its capacity dies: the offline plan's estimate and bill-cap lines.
+
+The numbers come from `components/prices.yaml`, a small table with a source and a date per entry; a
+price nobody could source is `unknown` there, and it stays unknown here: it is listed, never counted
+as zero and never guessed. Spot and on-demand are shown side by side; the column the stack actually
+uses is marked. Everything is an estimate and says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepep_a4.config import StackConfig
+from deepep_a4.program.gke_nodepool import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
+
+PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
+UNKNOWN = "unknown"
+# The price column each provisioning model pays, in prices.yaml's machine entries.
+MODEL_COLUMN = {"spot": "spot", "on-demand": "on_demand", "flex-start": "flex_start", "reservation": "reservation"}
+# A4's bundled local SSD: 32 disks of 375 GiB (12 TiB), the disks GKE's localSsdCount uses.
+A4_LOCAL_SSDS = 32
+
+
+def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _price(value: Any) -> float | None:
+    """A number from the table, or None for `unknown` (or anything that is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One item of the estimate; None where the price is unknown."""
+
+    item: str
+    spot: float | None
+    on_demand: float | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    stack: str
+    region: str
+    provisioning: str
+    node_count: int
+    machine_type: str
+    ttl_hours: float | None
+    lines: tuple[Line, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    @property
+    def spot_hourly(self) -> float | None:
+        """Sum of the known spot prices; None when the machines themselves have no price."""
+        return self._total("spot")
+
+    @property
+    def on_demand_hourly(self) -> float | None:
+        return self._total("on_demand")
+
+    def _total(self, column: str) -> float | None:
+        if getattr(self.lines[0], column) is None:
+            return None
+        return round(sum(getattr(line, column) or 0.0 for line in self.lines), 4)
+
+    @property
+    def unknown_items(self) -> list[str]:
+        return [line.item for line in self.lines if line.spot is None or line.on_demand is None]
+
+    @property
+    def cap_hours(self) -> float:
+        """Hours the per-TTL figure covers: the TTL, or a day when there is none."""
+        return self.ttl_hours if self.ttl_hours is not None else 24.0
+
+    def per_cap(self, hourly: float | None) -> float | None:
+        return None if hourly is None else round(hourly * self.cap_hours, 2)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": True,
+            "currency": "USD",
+            "region": self.region,
+            "provisioning": self.provisioning,
+            "lines": [
+                {"item": x.item, "spotPerHour": x.spot, "onDemandPerHour": x.on_demand, "note": x.note}
+                for x in self.lines
+            ],
+            "spotPerHour": self.spot_hourly,
+            "onDemandPerHour": self.on_demand_hourly,
+            "hoursCapped": self.cap_hours,
+            "ttlHours": self.ttl_hours,
+            "spotPerTtl": self.per_cap(self.spot_hourly),
+            "onDemandPerTtl": self.per_cap(self.on_demand_hourly),
+            "unknown": self.unknown_items,
+            "sources": list(self.sources),
+        }
+
+
+def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate:
+    """The hourly cost of the stack's billable parts, per the price table."""
+    prices = load_prices() if prices is None else prices
+    n = cfg.node_count
+    machine = (prices.get("machines") or {}).get(cfg.machine_type) or {}
+    regional = (machine.get("regions") or {}).get(cfg.region) or {}
+    spot_each, od_each = _price(regional.get("spot")), _price(regional.get("on_demand"))
+    if regional:
+        note = machine.get("on_demand_note", "")
+    else:
+        known = ", ".join(sorted(machine.get("regions") or {})) or "none"
+        note = f"no price for {cfg.region} in components/prices.yaml (known: {known})"
+    lines = [
+        Line(
+            f"{n} x {cfg.machine_type}",
+            None if spot_each is None else round(spot_each * n, 4),
+            None if od_each is None else round(od_each * n, 4),
+            note,
+        )
+    ]
+    ssd_note = "bundled with the machine type; whether the machine price covers it is not confirmed"
+    ssd = _price(prices.get("local_ssd_bundled"))
+    lines.append(Line(f"local SSD {n} x {A4_LOCAL_SSDS} x 375 GiB (bundled)", ssd, ssd, ssd_note))
+    per_gib_month = _price(((prices.get("disks") or {}).get("hyperdisk-balanced") or {}).get("per_gib_month"))
+    disk = None if per_gib_month is None else round(per_gib_month * cfg.boot_disk_gb * n / 730, 4)
+    lines.append(Line(f"boot disks {n} x {cfg.boot_disk_gb} GB hyperdisk-balanced", disk, disk))
+    sources = [str(machine.get("source", "")).strip()]
+    if cfg.platform == "gke":
+        gke = prices.get("gke") or {}
+        fee = _price(gke.get("cluster_fee_per_hour"))
+        lines.append(Line("GKE cluster management fee", fee, fee, "same for spot and on-demand nodes"))
+        system = (prices.get("machines") or {}).get(SYSTEM_MACHINE_TYPE) or {}
+        per_node = _price(((system.get("regions") or {}).get(cfg.region) or {}).get("on_demand"))
+        sys_cost = None if per_node is None else round(per_node * SYSTEM_NODE_COUNT, 4)
+        lines.append(
+            Line(
+                f"system pool {SYSTEM_NODE_COUNT} x {SYSTEM_MACHINE_TYPE} (on-demand)",
+                sys_cost,
+                sys_cost,
+                "kube-dns and GKE's add-ons; the TTL does not stop it, `pulumi destroy` does",
+            )
+        )
+        sources.append(str(gke.get("source", "")).strip())
+    return Estimate(
+        stack=cfg.stack,
+        region=cfg.region,
+        provisioning=cfg.provisioning,
+        node_count=n,
+        machine_type=cfg.machine_type,
+        ttl_hours=None if cfg.ttl_seconds is None else cfg.ttl_seconds / 3600,
+        lines=tuple(lines),
+        sources=tuple(s for s in sources if s),
+    )
+
+
+def _money(value: float | None) -> str:
+    return UNKNOWN if value is None else f"${value:,.2f}"
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:g}h"
+
+
+def render(est: Estimate) -> list[str]:
+    """The plan's cost lines: spot and on-demand side by side, the stack's own model marked."""
+    uses = MODEL_COLUMN.get(est.provisioning, est.provisioning)
+    width = max(len(line.item) for line in est.lines) + 2
+    out = [
+        f"Estimated cost (an ESTIMATE in USD from components/prices.yaml, {est.region}; "
+        "spot prices change, check before you budget):",
+        f"  {'':<{width}}{'spot/h':>12}{'on-demand/h':>14}",
+    ]
+    for line in est.lines:
+        out.append(f"  {line.item:<{width}}{_money(line.spot):>12}{_money(line.on_demand):>14}")
+    out.append(f"  {'total per hour':<{width}}{_money(est.spot_hourly):>12}{_money(est.on_demand_hourly):>14}")
+    cap = f"per TTL ({_hours(est.cap_hours)})" if est.ttl_hours is not None else "per day (no TTL)"
+    out.append(
+        f"  {cap:<{width}}{_money(est.per_cap(est.spot_hourly)):>12}{_money(est.per_cap(est.on_demand_hourly)):>14}"
+    )
+    if uses in ("spot", "on_demand"):
+        out.append(f"  this stack ({est.provisioning}) pays the {uses.replace('_', '-')} column")
+    else:
+        out.append(f"  this stack uses {est.provisioning}: its rate is unknown here (both columns for reference)")
+    if est.unknown_items:
+        out.append("  not in the totals (price unknown): " + "; ".join(est.unknown_items))
+    return out
+
+
+@dataclass(frozen=True)
+class BillCap:
+    """When the cloud deletes the stack's A4 capacity by itself."""
+
+    ttl_seconds: int | None
+    platform: str
+    action: str
+    deadline: dt.datetime | None
+
+    @property
+    def line(self) -> str:
+        if self.ttl_seconds is None:
+            return (
+                "Bill cap: off (ttl: off): the A4 capacity runs until `pulumi destroy`; "
+                "set `ttl` (e.g. 8h) to let the cloud delete it"
+            )
+        hours = _hours(self.ttl_seconds / 3600)
+        what = {
+            "gce": f"GCE {'stops' if self.action == 'STOP' else 'deletes'} every VM",
+            "gke": "GKE deletes every node of the A4 pool",
+        }[self.platform]
+        when = self.deadline.strftime("%Y-%m-%d %H:%M UTC") if self.deadline else "?"
+        rest = {
+            "gce": "the network and the bucket stay until `pulumi destroy`",
+            "gke": "the cluster (and its fee), the network and the workloads stay until `pulumi destroy`",
+        }[self.platform]
+        return f"Bill cap: ttl {hours}: {what} {hours} after it starts (if created now: at the latest {when}); {rest}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ttlSeconds": self.ttl_seconds,
+            "platform": self.platform,
+            "action": self.action if self.ttl_seconds else None,
+            "ifCreatedNowDiesAt": self.deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if self.deadline else None,
+            "line": self.line,
+        }
+
+
+def bill_cap(cfg: StackConfig, now: dt.datetime | None = None) -> BillCap:
+    now = now or dt.datetime.now(dt.UTC)
+    deadline = None if cfg.ttl_seconds is None else now + dt.timedelta(seconds=cfg.ttl_seconds)
+    action = cfg.gce.termination_action if cfg.platform == "gce" else "DELETE"
+    return BillCap(cfg.ttl_seconds, cfg.platform, action, deadline)

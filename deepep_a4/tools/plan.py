@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Offline plan of a stack: what `pulumi up` would create, with no cloud, credentials or Pulumi CLI.
+
+    python scripts/plan.py --stack gke-b200 [--out DIR]
+
+Validates the stack file, runs the real program under Pulumi's mock engine, prints a readable tree
+and writes DIR/plan.json plus the rendered files (installer, Kubernetes manifests) under DIR/files/.
+Exit codes: 0 plan written, 2 bad stack or config (nothing written), 1 the program failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from deepep_a4 import config
+from deepep_a4.tools import cost, plan_engine
+
+# The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
+SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "gcp:compute/network:Network": ("mtu", "networkProfile"),
+    "gcp:compute/subnetwork:Subnetwork": ("ipCidrRange", "region"),
+    "gcp:compute/firewall:Firewall": ("sourceRanges",),
+    "gcp:compute/routerNat:RouterNat": ("router",),
+    "gcp:compute/instance:Instance": ("machineType", "zone"),
+    "gcp:container/cluster:Cluster": ("location", "datapathProvider", "enableMultiNetworking"),
+    "gcp:container/nodePool:NodePool": ("nodeCount", "nodeLocations"),
+    "pulumi:providers:gcp": ("project", "region", "zone"),
+}
+
+
+def summarize(resource: dict[str, Any]) -> str:
+    inputs = resource["inputs"]
+    parts = []
+    for key in SUMMARY_KEYS.get(resource["type"], ()):
+        if inputs.get(key) not in (None, "", []):
+            parts.append(f"{key}={_short(inputs[key])}")
+    return "  ".join(parts)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def render_tree(resources: list[dict[str, Any]]) -> list[str]:
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for r in sorted(resources, key=_tree_order):
+        children.setdefault(r["parent"], []).append(r)
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for r in children.get(parent, []):
+            summary = summarize(r)
+            lines.append(f"{'  ' * depth}+ {r['type']}  {r['name']}" + (f"  [{summary}]" if summary else ""))
+            if r["name"] != parent:
+                walk(r["name"], depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+def _tree_order(resource: dict[str, Any]) -> tuple:
+    """Components first, then by type and by name with numbers in numeric order (rdma-2 < rdma-10)."""
+    name_key = tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", resource["name"]))
+    return (not resource["type"].startswith("deepep-a4:"), resource["type"], name_key)
+
+
+def _json_numbers(value: Any) -> Any:
+    """Resource inputs travel as protobuf Structs, where every number is a double: 30 arrives as 30.0.
+    The provider sends JSON numbers, so whole numbers go back to ints (the scanners compare them as such)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_numbers(v) for v in value]
+    return value
+
+
+def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
+    """Each Kubernetes object as the manifest the provider would apply, numbered in a stable order."""
+    import yaml
+
+    files: dict[str, str] = {}
+    k8s = [r for r in resources if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
+    k8s.sort(key=lambda r: (r["type"], r["name"]))
+    for i, r in enumerate(k8s, start=1):
+        body = {
+            k: _json_numbers(v)
+            for k, v in r["inputs"].items()
+            if k
+            in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "roleRef", "subjects", "stringData", "type")
+        }
+        kind = str(body.get("kind", "object")).lower()
+        files[f"k8s/{i:02d}-{kind}-{r['name']}.yaml"] = yaml.safe_dump(body, sort_keys=False)
+    return files
+
+
+def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Writes into a temporary folder first, so a failed plan never leaves half a plan behind.
+
+    `extra` adds top-level keys to plan.json (the cost estimate and the bill cap).
+    """
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=out_dir.parent))
+    try:
+        doc = {
+            "stack": result.stack,
+            "project": result.project,
+            "resources": result.resources,
+            "outputs": result.outputs,
+            **(extra or {}),
+        }
+        (tmp / "plan.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        files = {**result.files, **kubernetes_manifests(result.resources)}
+        for rel, text in files.items():
+            path = tmp / "files" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if rel.endswith(".sh"):
+                path.chmod(0o755)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+PLAN_ENTRIES = frozenset({"plan.json", "files"})
+
+
+def out_dir_refusal(out_dir: Path) -> str | None:
+    """Why the plan must not be written to `out_dir` (it replaces the folder), or None.
+
+    Only a folder that does not exist, is empty, or holds nothing but an earlier plan may be replaced.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        return "is not a folder"
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in PLAN_ENTRIES) if out_dir.is_dir() else []
+    if foreign:
+        return (
+            f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}, which is not a plan, and a plan "
+            "replaces its whole folder: pick a new or empty one"
+        )
+    parent = out_dir.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    parser.add_argument("--out", help="output folder (default build/plan/<stack>)")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary line")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    if not plan_engine.stack_file(args.stack).exists():
+        known = ", ".join(plan_engine.available_stacks()) or "none"
+        print(f"error: no stack file stacks/Pulumi.{args.stack}.yaml (stacks: {known})", file=sys.stderr)
+        return 2
+    try:
+        stack_cfg = plan_engine.read_stack_config(args.stack)
+        cfg = config.parse(plan_engine.project_keys(stack_cfg), args.stack)
+    except config.ConfigError as err:
+        print(
+            f"error: stack '{args.stack}' has {len(err.problems)} config problem(s); nothing was written:",
+            file=sys.stderr,
+        )
+        for problem in err.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a stack file that is not YAML
+        print(f"error: cannot read stacks/Pulumi.{args.stack}.yaml: {err}", file=sys.stderr)
+        return 2
+
+    out_dir = Path(args.out) if args.out else plan_engine.ROOT / "build" / "plan" / args.stack
+    refusal = out_dir_refusal(out_dir)
+    if refusal:
+        print(f"error: --out {out_dir}: {refusal}; nothing was written", file=sys.stderr)
+        return 2
+    try:
+        result, _ = plan_engine.run_program(args.stack, stack_cfg)
+    except pulumi.RunError as err:  # a component refused the stack (a limit only known while building)
+        print(f"error: stack '{args.stack}': {err}; nothing was written", file=sys.stderr)
+        return 2
+    estimate = cost.estimate(cfg)
+    cap = cost.bill_cap(cfg)
+    write_plan(result, out_dir, {"costEstimate": estimate.as_dict(), "billCap": cap.as_dict()})
+
+    if not args.quiet:
+        print(
+            f"Plan of stack '{args.stack}' ({cfg.platform}, {cfg.node_count} x {cfg.machine_type}, "
+            f"{cfg.provisioning}, zone {cfg.zone}):"
+        )
+        for line in render_tree(result.resources):
+            print(line)
+        print("Outputs:")
+        for key, value in result.outputs.items():
+            print(f"  {key}: {_short(value)}")
+        for line in cost.render(estimate):
+            print(line)
+    # The bill cap is printed even with --quiet: it says when the capacity dies.
+    print(cap.line)
+    custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
+    print(
+        f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Runs the real Pulumi program under Pulumi's mock engine: no cloud, no credentials, no CLI.
+
+Shared by the offline plan (scripts/plan.py) and the tests. The mocks answer like the providers
+would for the few computed outputs the program reads (self links, emails, cluster endpoint...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import runpy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+
+from deepep_a4 import config
+from deepep_a4.paths import project_root
+from deepep_a4.program import artifacts
+
+ROOT = project_root()
+
+MOCK_CA_CERT = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm1vY2sKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+
+
+def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: str) -> dict[str, Any]:
+    """Values a real provider computes and the program reads back (keys camelCase)."""
+    res_name = inputs.get("name") or name
+    out: dict[str, Any] = {"name": res_name}
+    if type_.startswith("gcp:compute/"):
+        kind = type_.split(":")[-1].lower()
+        scope = (
+            f"regions/{inputs['region']}"
+            if "region" in inputs
+            else (f"zones/{inputs['zone']}" if "zone" in inputs else "global")
+        )
+        out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/{project}/{scope}/{kind}s/{res_name}"
+    if type_ == "gcp:container/cluster:Cluster":
+        out.update(
+            endpoint="203.0.113.10",
+            masterAuth={"clusterCaCertificate": MOCK_CA_CERT},
+            location=inputs.get("location"),
+            selfLink=f"https://container.googleapis.com/v1/projects/{project}/locations/{inputs.get('location')}/clusters/{res_name}",
+        )
+    if type_ == "gcp:serviceaccount/account:Account":
+        out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
+        out["member"] = f"serviceAccount:{out['email']}"
+    if type_ == "gcp:storage/bucket:Bucket":
+        out["url"] = f"gs://{res_name}"
+    if type_ == "gcp:compute/address:Address" and "address" not in inputs:
+        out["address"] = "10.0.0.100"
+    if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:kubernetes:"):
+        out["metadata"] = _k8s_metadata(name, inputs.get("metadata"))
+    return out
+
+
+def _k8s_metadata(name: str, metadata: Any) -> dict[str, Any]:
+    """pulumi-kubernetes auto-names an object without metadata.name `<resource name>-<8 random chars>`;
+    the plan uses a stable suffix so that references to the name (a RoleBinding's roleRef) are filled in."""
+    meta = dict(metadata) if isinstance(metadata, dict) else {}
+    if not meta.get("name"):
+        meta["name"] = f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return meta
+
+
+class PlanMocks(pulumi.runtime.Mocks):
+    """Echoes inputs, adds the provider-computed outputs, and records what was registered."""
+
+    def __init__(self, project: str):
+        self.project = project
+        self.created: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        self.created.append(args)
+        state = dict(args.inputs)
+        computed = _computed_outputs(args.typ, args.name, args.inputs, self.project)
+        for k, val in computed.items():
+            state.setdefault(k, val)
+        if "metadata" in computed:  # inputs' metadata plus the auto-name
+            state["metadata"] = computed["metadata"]
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
+        invoke = args.token
+        if invoke == "gcp:organizations/getProject:getProject":
+            return {"projectId": self.project, "number": "123456789012", "name": self.project}, []
+        if invoke == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"project": self.project, "region": "", "zone": ""}, []
+        return {}, []
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent_urn: str
+    provider: str
+    custom: bool
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The stock mock monitor drops each resource's parent and provider: keep them for the plan."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        self.registrations.append(
+            Registration(request.type, request.name, response.urn, request.parent, request.provider, request.custom)
+        )
+        return response
+
+
+@dataclass
+class PlanResult:
+    stack: str
+    project: str
+    resources: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def stack_file(stack: str) -> Path:
+    return ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def available_stacks() -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def read_stack_config(stack: str) -> dict[str, Any]:
+    """The stack file's `config:` mapping, namespaced keys as written."""
+    import yaml
+
+    data = yaml.safe_load(stack_file(stack).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError("the file must be a mapping with a `config:` key")
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        kind = type(cfg).__name__
+        raise ValueError(f"`config:` must be a mapping of {config.PROJECT_NAME}:<key>: <value>, not a {kind}")
+    return dict(cfg)
+
+
+def project_keys(stack_cfg: dict[str, Any]) -> dict[str, Any]:
+    prefix = f"{config.PROJECT_NAME}:"
+    return {k[len(prefix) :]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
+
+
+def as_engine_config(stack_cfg: dict[str, Any]) -> dict[str, str]:
+    """Config values as the engine passes them to a program: strings, objects and lists as JSON."""
+    out = {}
+    for k, v in stack_cfg.items():
+        if isinstance(v, bool):
+            out[k] = "true" if v else "false"
+        elif isinstance(v, (list, dict)):
+            out[k] = json.dumps(v)
+        else:
+            out[k] = str(v)
+    return out
+
+
+def run_program(
+    stack: str, stack_cfg: dict[str, Any], program: Callable[[], None] | None = None
+) -> tuple[PlanResult, PlanMocks]:
+    """Runs __main__.py (or `program`) under mocks with the given namespaced config."""
+    raw = project_keys(stack_cfg)
+    gcp_project = str(raw.get("project", ""))
+    mocks = PlanMocks(gcp_project)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_all_config(as_engine_config(stack_cfg))
+    pulumi.runtime.set_mocks(mocks, project=config.PROJECT_NAME, stack=stack, preview=False, monitor=monitor)
+    artifacts.reset()
+
+    exports: dict[str, Any] = {}
+    real_export = pulumi.export
+    resolved: dict[str, Any] = {}
+
+    def capture(name: str, value: Any) -> None:
+        exports[name] = value
+
+    def run() -> Any:
+        if program is not None:
+            program()
+        else:
+            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        return _resolve_exports(exports, resolved)
+
+    pulumi.export = capture  # type: ignore[assignment]
+    try:
+        pulumi.runtime.test(run)()
+    finally:
+        pulumi.export = real_export  # type: ignore[assignment]
+
+    by_urn = {r.urn: r for r in monitor.registrations}
+    inputs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for args in mocks.created:
+        inputs_of.setdefault((args.typ, args.name), []).append(args.inputs)
+    resources = []
+    for reg in monitor.registrations:
+        if reg.type == "pulumi:pulumi:Stack":
+            continue
+        # Components are not custom resources: the mocks never see their (empty) inputs.
+        queue = inputs_of.get((reg.type, reg.name)) or [{}]
+        inputs = queue.pop(0) if reg.custom and queue else {}
+        resources.append(
+            {
+                "type": reg.type,
+                "name": reg.name,
+                "parent": _parent_name(reg.parent_urn, by_urn),
+                "provider": _provider_name(reg.provider),
+                "inputs": _jsonable(inputs),
+            }
+        )
+    result = PlanResult(stack, config.PROJECT_NAME, resources, _jsonable(resolved), artifacts.published())
+    return result, mocks
+
+
+def _parent_name(urn: str, by_urn: dict[str, Registration]) -> str | None:
+    parent = by_urn.get(urn)
+    if parent is None or parent.type == "pulumi:pulumi:Stack":
+        return None
+    return parent.name
+
+
+def _provider_name(ref: str) -> str | None:
+    """A provider reference is '<urn>::<id>'; the plan shows the provider's resource name."""
+    if not ref:
+        return None
+    return ref.rsplit("::", 1)[0].split("::")[-1]
+
+
+def _resolve_exports(exports: dict[str, Any], into: dict[str, Any]) -> Any:
+    """Waits for every export; secret ones are shown as [secret], as `pulumi stack output` does."""
+    pending = []
+    for name, value in exports.items():
+        out = pulumi.Output.from_input(value)
+
+        def store(pair: list[Any], name: str = name) -> None:
+            val, secret = pair
+            into[name] = "[secret]" if secret else val
+
+        pending.append(pulumi.Output.all(out, out.is_secret()).apply(store))
+    return pulumi.Output.all(*pending) if pending else None
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))

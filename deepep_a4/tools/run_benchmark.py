@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""One command for the whole loop: up, install on every node, benchmarks, report, destroy.
+
+    python scripts/run_benchmark.py --stack gke-b200 [--keep] [--yes] [--out DIR]
+
+Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH):
+
+1. `up`       the stack, as `pulumi up -s STACK` would (its config comes from stacks/Pulumi.STACK.yaml);
+2. `install`  waits until the installer reports ready on every node (GKE: the installer DaemonSet's
+              ready count; GCE: each VM's status.json in the results bucket), showing "nodes ready N/M";
+3. `bench`    waits until every benchmark finished (GKE: the benchmark Jobs; GCE: every VM done);
+4. `collect`  writes the report with scripts/results.py's functions (build/report/STACK by default);
+5. `destroy`  the stack, unless --keep.
+
+Ctrl-C or any failure stops the waiting, says what is still running and offers the destroy (--yes
+destroys without asking; without a terminal the stack is destroyed unless --keep). Exit status: 0 the
+report's gate passed, 1 it failed (or a benchmark failed), 2 bad arguments, 3 no Pulumi CLI, 4 the stack
+did not come up or a wait timed out, 5 the destroy failed, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from deepep_a4 import config
+from deepep_a4.paths import project_root
+from deepep_a4.tools import (
+    cost,
+    plan_engine,
+)
+
+ROOT = project_root()
+
+EXIT_PASS, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_NO_CLI, EXIT_FAILED, EXIT_DESTROY_FAILED, EXIT_INTERRUPTED = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    130,
+)
+CLI_MISSING = (
+    "run_benchmark.py drives `pulumi up` and `pulumi destroy` through Pulumi's Automation API, which needs the "
+    "Pulumi CLI on PATH.\n  Install it: https://www.pulumi.com/docs/install/ (e.g. `curl -fsSL https://get.pulumi.com "
+    "| sh`), then `pulumi login` (or `pulumi login --local`) and run this again.\n  Nothing was created. The offline "
+    "plan needs no CLI: python scripts/plan.py --stack STACK"
+)
+# GCE status.json states (scripts/gce/bench_stage.py): a VM writes one only once its install finished.
+GCE_INSTALLED = ("benchmarking", "waiting-for-peers", "internode", "done", "failed")
+GCE_FINISHED = ("done", "failed", "install-failed")
+
+
+class RunFailedError(Exception):
+    """A phase failed or timed out; the message says which and why."""
+
+
+@dataclass
+class Progress:
+    """One observation of a wait: `done` of `total`, and what failed (names with a reason)."""
+
+    done: int
+    total: int
+    failed: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.done >= self.total
+
+
+class StackOps(Protocol):
+    """The Automation API calls the run makes (a fake in tests)."""
+
+    name: str
+
+    def up(self, on_output: Callable[[str], Any]) -> None: ...
+
+    def outputs(self) -> dict[str, Any]: ...
+
+    def destroy(self, on_output: Callable[[str], Any]) -> None: ...
+
+
+class Probe(Protocol):
+    """Asks the platform how far the nodes are (a fake in tests)."""
+
+    def installed(self, outputs: dict[str, Any]) -> Progress: ...
+
+    def benchmarks(self, outputs: dict[str, Any]) -> Progress: ...
+
+    def collect(self, outputs: dict[str, Any], out: Path) -> int: ...
+
+
+# -- the run -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    keep: bool = False
+    assume_yes: bool = False
+    interactive: bool = True
+    poll_seconds: float = 30.0
+    install_timeout_s: float = 90 * 60
+    bench_timeout_s: float = 120 * 60
+    report_every_s: float = 300.0  # an unchanged wait still says so this often
+    out: Path = ROOT / "build" / "report"
+    cap_line: str = ""
+
+
+class BenchmarkRun:
+    def __init__(
+        self,
+        stack: StackOps,
+        probe: Probe,
+        settings: Settings,
+        *,
+        ask: Callable[[str], str] = input,
+        say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.stack, self.probe, self.s = stack, probe, settings
+        self.ask, self.say, self.clock, self.sleep = ask, say, clock, sleep
+        self.phase = "start"
+        self.started = clock()
+
+    def log(self, text: str) -> None:
+        elapsed = int(self.clock() - self.started)
+        self.say(f"[{elapsed // 3600:d}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}] {self.phase}: {text}")
+
+    def enter(self, phase: str, text: str) -> None:
+        self.phase = phase
+        self.log(text)
+
+    def run(self) -> int:
+        self.started = self.clock()
+        touched = False  # once `up` starts, cloud resources may exist
+        rc = EXIT_FAILED
+        try:
+            self.enter("up", f"pulumi up -s {self.stack.name}" + (f" ({self.s.cap_line})" if self.s.cap_line else ""))
+            touched = True
+            self.stack.up(on_output=self._pulumi_line)
+            outputs = self.stack.outputs()
+            self.enter("install", "waiting for the installer on every node")
+            self.wait(lambda: self.probe.installed(outputs), self.s.install_timeout_s, "nodes ready")
+            self.enter("bench", "waiting for the benchmarks")
+            self.wait(lambda: self.probe.benchmarks(outputs), self.s.bench_timeout_s, "benchmarks finished")
+            self.enter("collect", f"writing the report to {self.s.out}")
+            rc = self.probe.collect(outputs, self.s.out)
+            self.log("report gate " + ("PASSED" if rc == EXIT_PASS else f"FAILED (results.py exit {rc})"))
+            rc = EXIT_PASS if rc == EXIT_PASS else EXIT_GATE_FAILED
+            ok = True
+        except KeyboardInterrupt:
+            self.say("")
+            self.log("interrupted (Ctrl-C)")
+            rc, ok = EXIT_INTERRUPTED, False
+        except RunFailedError as err:
+            self.log(f"FAILED: {err}")
+            rc, ok = EXIT_FAILED, False
+        except Exception as err:  # the Automation API's CommandError, a probe's error: same way out
+            self.log(f"FAILED: {type(err).__name__}: {str(err).strip()[-2000:]}")
+            rc, ok = EXIT_FAILED, False
+        if touched:
+            rc = self.finish(ok, rc)
+        return rc
+
+    def _pulumi_line(self, line: str) -> None:
+        if line.strip():
+            self.say(f"    {line.rstrip()}")
+
+    def wait(self, probe: Callable[[], Progress], timeout_s: float, what: str) -> None:
+        """Polls until complete; fails fast on a reported failure and at the timeout."""
+        deadline = self.clock() + timeout_s
+        last_text, last_said = "", -1e18
+        while True:
+            p = probe()
+            text = f"{what} {p.done}/{p.total}" + (f" ({p.detail})" if p.detail else "")
+            if text != last_text or self.clock() - last_said >= self.s.report_every_s:
+                self.log(text)
+                last_text, last_said = text, self.clock()
+            if p.failed:
+                raise RunFailedError(f"{self.phase}: " + "; ".join(p.failed))
+            if p.complete:
+                return
+            if self.clock() >= deadline:
+                raise RunFailedError(f"{self.phase}: timed out after {timeout_s / 60:.0f} min with {text}")
+            self.sleep(self.s.poll_seconds)
+
+    def finish(self, ok: bool, rc: int) -> int:
+        """Destroys, or says exactly what keeps running and how to remove it."""
+        name = self.stack.name
+        if ok and self.s.keep:
+            self.enter("keep", f"--keep: stack {name} stays up")
+            return self._still_running(rc)
+        if not ok and not self._confirm_destroy():
+            return self._still_running(rc)
+        self.enter("destroy", f"pulumi destroy -s {name}")
+        try:
+            self.stack.destroy(on_output=self._pulumi_line)
+        except KeyboardInterrupt:
+            self.log("destroy interrupted: the stack may be half removed")
+            return self._still_running(EXIT_DESTROY_FAILED)
+        except Exception as err:
+            self.log(f"destroy FAILED: {type(err).__name__}: {str(err).strip()[-1000:]}")
+            return self._still_running(EXIT_DESTROY_FAILED)
+        self.log(f"stack {name} destroyed: nothing of it is left running")
+        return rc
+
+    def _confirm_destroy(self) -> bool:
+        if self.s.assume_yes:
+            return True
+        if not self.s.interactive:
+            # Nobody to ask: a stack left behind costs money every hour, unless the user said --keep.
+            return not self.s.keep
+        try:
+            answer = self.ask(f"Destroy stack {self.stack.name} now? [Y/n] ").strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            self.say("")
+            return False
+        return answer in ("", "y", "yes")
+
+    def _still_running(self, rc: int) -> int:
+        name = self.stack.name
+        self.say(f"Stack {name} is still up and billing: its A4 capacity, network and (GKE) cluster.")
+        if self.s.cap_line:
+            self.say(f"  {self.s.cap_line}")
+        self.say(f"  See it:       pulumi stack -s {name}")
+        self.say(f"  Remove it:    pulumi destroy -s {name}")
+        self.say(f"            or: python scripts/run_benchmark.py --stack {name} --destroy")
+        return rc
+
+
+# -- the real stack (Automation API) -------------------------------------------------------------------
+
+
+class AutomationStack:
+    """The stack as `pulumi` in this folder sees it: Pulumi.yaml, stacks/Pulumi.<name>.yaml."""
+
+    def __init__(self, name: str):
+        from pulumi import automation as auto
+
+        self.name = name
+        self._stack = auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT))
+
+    def raw_config(self) -> dict[str, Any]:
+        values = self._stack.get_all_config()
+        return {k: v.value for k, v in values.items()}
+
+    def up(self, on_output: Callable[[str], Any]) -> None:
+        self._stack.up(on_output=on_output, color="never")
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self._stack.outputs().items()}
+
+    def destroy(self, on_output: Callable[[str], Any]) -> None:
+        self._stack.destroy(on_output=on_output, color="never")
+
+
+# -- platform probes -----------------------------------------------------------------------------------
+
+
+def collect_report(
+    spec: str, gate: float, out: Path, kubeconfig: str | None = None, namespace: str | None = None
+) -> int:
+    """scripts/results.py's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
+    from deepep_a4.tools import results
+
+    args = argparse.Namespace(kubeconfig=kubeconfig, namespace=namespace)
+    source = results.make_source(spec, args)
+    report = results.analyze(list(source.items()), gate, [source.describe()])
+    if not report.runs:
+        return 2
+    print(f"report: {results.write_report(report, out)}")
+    return 0 if report.passed else 1
+
+
+Runner = Callable[[list[str]], tuple[int, str]]
+
+
+def run_command(cmd: list[str]) -> tuple[int, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout
+
+
+class GceProbe:
+    """Reads each VM's status.json from the results bucket with the user's gcloud."""
+
+    def __init__(
+        self, cfg: config.StackConfig, runner: Runner = run_command, collect: Callable[..., int] = collect_report
+    ):
+        self.cfg, self.runner, self._collect = cfg, runner, collect
+
+    def states(self, outputs: dict[str, Any]) -> list[str | None]:
+        url = str(outputs["resultsUrl"]).rstrip("/")
+        out: list[str | None] = []
+        for rank in range(self.cfg.node_count):
+            rc, text = self.runner(["gcloud", "storage", "cat", f"{url}/node-{rank}/status.json"])
+            try:
+                out.append(json.loads(text).get("state") if rc == 0 else None)
+            except (json.JSONDecodeError, AttributeError):
+                out.append(None)
+        return out
+
+    def installed(self, outputs: dict[str, Any]) -> Progress:
+        states = self.states(outputs)
+        failed = [
+            f"vm-{r}: install failed (see node-{r}/startup-script.out)"
+            for r, s in enumerate(states)
+            if s == "install-failed"
+        ]
+        return Progress(sum(s in GCE_INSTALLED for s in states), len(states), failed, _tally(states))
+
+    def benchmarks(self, outputs: dict[str, Any]) -> Progress:
+        states = self.states(outputs)
+        # A failed test is recorded in the report; only a VM that never ran them stops the run.
+        failed = [f"vm-{r}: install failed" for r, s in enumerate(states) if s == "install-failed"]
+        return Progress(sum(s in GCE_FINISHED for s in states), len(states), failed, _tally(states))
+
+    def collect(self, outputs: dict[str, Any], out: Path) -> int:
+        return self._collect(str(outputs["resultsUrl"]), self.cfg.benchmarks.gate_ratio, out)
+
+
+def _tally(states: list[str | None]) -> str:
+    counts: dict[str, int] = {}
+    for s in states:
+        counts[s or "no status yet"] = counts.get(s or "no status yet", 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+class GkeProbe:
+    """Reads the installer DaemonSet and the benchmark Jobs with the kubernetes client and the stack's kubeconfig."""
+
+    def __init__(self, cfg: config.StackConfig, apis: Any = None, collect: Callable[..., int] = collect_report):
+        self.cfg, self._apis, self._collect = cfg, apis, collect
+        self._kubeconfig: str | None = None
+
+    def _kube(self, outputs: dict[str, Any]) -> Any:
+        """(AppsV1Api, BatchV1Api) for the cluster; built once from the `kubeconfig` output."""
+        if self._apis is None:
+            import tempfile
+
+            try:
+                from kubernetes import client
+                from kubernetes import config as kube_config
+            except ImportError as err:
+                raise RunFailedError("waiting on GKE needs the kubernetes client: pip install kubernetes") from err
+            path = Path(tempfile.mkdtemp(prefix="deepep-kube-")) / "kubeconfig"
+            path.write_text(str(outputs["kubeconfig"]))
+            path.chmod(0o600)
+            self._kubeconfig = str(path)
+            api = kube_config.new_client_from_config(config_file=self._kubeconfig)
+            self._apis = (client.AppsV1Api(api), client.BatchV1Api(api))
+        return self._apis
+
+    def installed(self, outputs: dict[str, Any]) -> Progress:
+        from deepep_a4.program.gke_workloads import INSTALLER_NAME, NAMESPACE
+
+        apps, _ = self._kube(outputs)
+        ds = apps.read_namespaced_daemon_set(INSTALLER_NAME, outputs.get("benchNamespace") or NAMESPACE)
+        ready = int(getattr(ds.status, "number_ready", 0) or 0)
+        scheduled = int(getattr(ds.status, "desired_number_scheduled", 0) or 0)
+        return Progress(ready, self.cfg.node_count, [], f"{scheduled} scheduled")
+
+    def benchmarks(self, outputs: dict[str, Any]) -> Progress:
+        from deepep_a4.program.gke_workloads import NAMESPACE
+
+        _, batch = self._kube(outputs)
+        jobs = dict(outputs.get("benchJobs") or {})
+        done, failed = 0, []
+        for name in jobs.values():
+            job = batch.read_namespaced_job(name, outputs.get("benchNamespace") or NAMESPACE)
+            conditions = {c.type: c.status for c in (getattr(job.status, "conditions", None) or [])}
+            if conditions.get("Complete") == "True" or conditions.get("Failed") == "True":
+                done += 1  # a failed Job's logs still go into the report, which fails its gate
+        return Progress(done, len(jobs), failed)
+
+    def collect(self, outputs: dict[str, Any], out: Path) -> int:
+        from deepep_a4.program.gke_workloads import NAMESPACE
+
+        ns = outputs.get("benchNamespace") or NAMESPACE
+        self._kube(outputs)
+        return self._collect(
+            f"k8s:{ns}", self.cfg.benchmarks.gate_ratio, out, kubeconfig=self._kubeconfig, namespace=ns
+        )
+
+
+# -- command line --------------------------------------------------------------------------------------
+
+
+def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfig:
+    """The stack's validated config: the Automation API's view when given, else the stack file."""
+    raw = raw if raw is not None else plan_engine.read_stack_config(name)
+    return config.parse(plan_engine.project_keys(raw), name)
+
+
+def positive(text: str) -> float:
+    """argparse type: a number above zero (checked before anything is created)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0")
+    return value
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    make_stack: Callable[[str], Any] = AutomationStack,
+    make_probe: Callable[[config.StackConfig], Probe] | None = None,
+    ask: Callable[[str], str] = input,
+    say: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+    ap.add_argument("--keep", action="store_true", help="leave the stack up after a successful run")
+    ap.add_argument("--yes", action="store_true", help="destroy after a failure or Ctrl-C without asking")
+    ap.add_argument("--destroy", action="store_true", help="only destroy the stack (cleanup after --keep)")
+    ap.add_argument("--out", help="report folder (default build/report/STACK)")
+    ap.add_argument("--install-timeout", type=positive, default=90, metavar="MIN", help="install wait (default 90)")
+    ap.add_argument("--poll", type=positive, default=30, metavar="S", help="seconds between checks (default 30)")
+    args = ap.parse_args(argv)
+
+    if not plan_engine.stack_file(args.stack).exists():
+        known = ", ".join(plan_engine.available_stacks())
+        say(f"error: no stack file stacks/Pulumi.{args.stack}.yaml (stacks: {known})")
+        return EXIT_USAGE
+    if which("pulumi") is None:
+        say(CLI_MISSING)
+        return EXIT_NO_CLI
+    try:
+        stack = make_stack(args.stack)
+        raw = stack.raw_config() if hasattr(stack, "raw_config") else None
+        cfg = stack_cfg(args.stack, raw or None)
+    except config.ConfigError as err:
+        say(f"error: {err}")
+        return EXIT_USAGE
+    except Exception as err:
+        say(f"error: cannot open stack {args.stack} with the Pulumi CLI: {str(err).strip()[-1000:]}")
+        return EXIT_FAILED
+    probe = (make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
+    tests = max(len(cfg.benchmarks.tests), 1)
+    settings = Settings(
+        keep=args.keep,
+        assume_yes=args.yes,
+        interactive=sys.stdin.isatty(),
+        poll_seconds=args.poll,
+        install_timeout_s=args.install_timeout * 60,
+        # Every test may take its full timeout; the internode barrier and pod starts get half an hour more.
+        bench_timeout_s=(cfg.benchmarks.timeout_minutes * tests + 30) * 60,
+        out=Path(args.out) if args.out else ROOT / "build" / "report" / args.stack,
+        cap_line=cost.bill_cap(cfg).line,
+    )
+    run = BenchmarkRun(stack, probe, settings, ask=ask, say=say, clock=clock, sleep=sleep)
+    if args.destroy:
+        return run.finish(ok=True, rc=EXIT_PASS)
+    return run.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

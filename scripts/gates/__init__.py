@@ -1,1 +1,0 @@
-"""Quality gates run by scripts/test.sh that need more than one command line."""
