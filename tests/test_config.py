@@ -251,3 +251,19 @@ def test_stacks_carry_the_seed_versions() -> None:
 )
 def test_nvshmem_sources_come_from_where_each_release_lives(version: str, url: str) -> None:
     assert upstream.nvshmem_source_url(version) == url
+
+
+def test_generated_files_equal_the_key_table() -> None:
+    # Pulumi.yaml's schema and docs/settings.md come from keys.py; an edit of one without the other fails here.
+    from deepep_a4.config import schema
+
+    for path, text in schema.targets(ROOT).items():
+        assert path.read_text() == text, f"{path} is stale: .venv/bin/python -m deepep_a4.config.schema --write"
+
+
+def test_settings_reference_lists_every_key_with_its_allowed_values() -> None:
+    text = (ROOT / "docs" / "settings.md").read_text()
+    for key in config.KEYS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{key.name}` |"))
+        for choice in key.choices:
+            assert choice in row

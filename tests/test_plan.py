@@ -68,7 +68,8 @@ def test_bad_stack_exits_2_names_every_wrong_key_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stack = "test-broken"
-    broken = tmp_path / f"Pulumi.{stack}.yaml"  # kept out of the repo's stacks/ folder
+    (tmp_path / "stacks").mkdir()  # a project of its own: the repo's stacks/ folder stays as it is
+    broken = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
     broken.write_text(
         "config:\n"
         "  deepep-a4:platform: aks\n"
@@ -78,8 +79,7 @@ def test_bad_stack_exits_2_names_every_wrong_key_and_writes_nothing(
         "  deepep-a4:cudaVersion: '12.4'\n"
         "  deepep-a4:nodeCuont: 3\n"
     )
-    real_stack_file = plan_engine.stack_file
-    monkeypatch.setattr(plan_engine, "stack_file", lambda s: broken if s == stack else real_stack_file(s))
+    monkeypatch.setattr(plan_engine, "ROOT", tmp_path)
     out = tmp_path / "out"
     assert plan.main(["--stack", stack, "--out", str(out)]) == 2
     said = capsys.readouterr()

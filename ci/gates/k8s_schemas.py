@@ -24,6 +24,8 @@ import yaml
 from kubernetes_validate.utils import ValidationError as KvValidationError
 from referencing import Registry, Resource
 
+from deepep_a4.config import stackfile
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
 DEFAULT_MINOR = "1.33"  # GKE Regular channel's default minor when this was written
@@ -41,8 +43,10 @@ class Problem:
 
 def stack_minor(stack: str) -> str:
     """The Kubernetes minor the stack targets, e.g. '1.33' for gkeVersion 1.33.5-gke.1162000."""
-    path = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
-    values = (yaml.safe_load(path.read_text()) or {}).get("config", {}) if path.exists() else {}
+    try:
+        values = stackfile.read(stack, ROOT)
+    except stackfile.StackFileError:
+        values = {}
     version = str(values.get("deepep-a4:gkeVersion") or "")
     parts = version.split(".")
     return f"{parts[0]}.{parts[1]}" if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else DEFAULT_MINOR

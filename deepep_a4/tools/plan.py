@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Offline plan of a stack: what `pulumi up` would create, with no cloud, credentials or Pulumi CLI.
 
-    python scripts/plan.py --stack gke-b200 [--out DIR]
+    .venv/bin/deepep-a4 plan --stack gke-b200 [--out DIR]
 
 Validates the stack file, runs the real program under Pulumi's mock engine, prints a readable tree
 and writes DIR/plan.json plus the rendered files (installer, Kubernetes manifests) under DIR/files/.
@@ -10,8 +10,8 @@ Exit codes: 0 plan written, 2 bad stack or config (nothing written), 1 the progr
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import click
 import pulumi
 
 from deepep_a4 import config
+from deepep_a4.config import stackfile
 from deepep_a4.tools import cost, plan_engine
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -163,50 +165,61 @@ def out_dir_refusal(out_dir: Path) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
-    parser.add_argument("--out", help="output folder (default build/plan/<stack>)")
-    parser.add_argument("--quiet", action="store_true", help="print only the summary line")
-    args = parser.parse_args(argv)
+def _writable_refusal(out_dir: Path) -> str | None:
+    """Checked before the plan runs, so a bad --out costs no time: the nearest existing folder must be writable."""
+    folder = out_dir if out_dir.is_dir() else out_dir.parent
+    while not folder.exists():
+        folder = folder.parent
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
 
-    started = time.monotonic()
-    if not plan_engine.stack_file(args.stack).exists():
-        known = ", ".join(plan_engine.available_stacks()) or "none"
-        print(f"error: no stack file stacks/Pulumi.{args.stack}.yaml (stacks: {known})", file=sys.stderr)
-        return 2
+
+def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]:
+    """(name, raw namespaced config, validated config) of a stack given by name or file; raises UsageError."""
     try:
-        stack_cfg = plan_engine.read_stack_config(args.stack)
-        cfg = config.parse(plan_engine.project_keys(stack_cfg), args.stack)
+        name, _ = stackfile.resolve(stack_arg, plan_engine.ROOT)
+        stack_cfg = stackfile.read(name, plan_engine.ROOT)
+        cfg = config.parse(stackfile.project_keys(stack_cfg), name)
+    except stackfile.StackFileError as err:
+        raise UsageError([str(p) for p in err.problems]) from None
     except config.ConfigError as err:
-        print(
-            f"error: stack '{args.stack}' has {len(err.problems)} config problem(s); nothing was written:",
-            file=sys.stderr,
-        )
-        for problem in err.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return 2
-    except Exception as err:  # a stack file that is not YAML
-        print(f"error: cannot read stacks/Pulumi.{args.stack}.yaml: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(
+            [f"stack '{stack_arg}' has {len(err.problems)} config problem(s); nothing was written:"]
+            + [f"  - {problem}" for problem in err.problems]
+        ) from None
+    return name, stack_cfg, cfg
 
-    out_dir = Path(args.out) if args.out else plan_engine.ROOT / "build" / "plan" / args.stack
-    refusal = out_dir_refusal(out_dir)
-    if refusal:
-        print(f"error: --out {out_dir}: {refusal}; nothing was written", file=sys.stderr)
+
+class UsageError(Exception):
+    """Bad input: printed as `error: ...` lines, exit 2, nothing written."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
+    started = time.monotonic()
+    try:
+        stack, stack_cfg, cfg = load_stack(stack_arg)
+        out_dir = out if out is not None else plan_engine.ROOT / "build" / "plan" / stack
+        refusal = out_dir_refusal(out_dir) or _writable_refusal(out_dir)
+        if refusal:
+            raise UsageError([f"--out {out_dir}: {refusal}; nothing was written"])
+    except UsageError as err:
+        print("error: " + "\n".join(err.lines), file=sys.stderr)
         return 2
     try:
-        result, _ = plan_engine.run_program(args.stack, stack_cfg)
+        result, _ = plan_engine.run_program(stack, stack_cfg)
     except pulumi.RunError as err:  # a component refused the stack (a limit only known while building)
-        print(f"error: stack '{args.stack}': {err}; nothing was written", file=sys.stderr)
+        print(f"error: stack '{stack}': {err}; nothing was written", file=sys.stderr)
         return 2
     estimate = cost.estimate(cfg)
     cap = cost.bill_cap(cfg)
     write_plan(result, out_dir, {"costEstimate": estimate.as_dict(), "billCap": cap.as_dict()})
 
-    if not args.quiet:
+    if not quiet:
         print(
-            f"Plan of stack '{args.stack}' ({cfg.platform}, {cfg.node_count} x {cfg.machine_type}, "
+            f"Plan of stack '{stack}' ({cfg.platform}, {cfg.node_count} x {cfg.machine_type}, "
             f"{cfg.provisioning}, zone {cfg.zone}):"
         )
         for line in render_tree(result.resources):
@@ -222,6 +235,26 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)"
     )
+    return 0
+
+
+STACK_HELP = "stack name (gke-b200) or its file (stacks/Pulumi.gke-b200.yaml)"
+
+
+@click.command("plan", help=(__doc__ or "").split("\n\n")[0])
+@click.option("--stack", required=True, help=STACK_HELP)
+@click.option("--out", type=click.Path(path_type=Path), help="output folder (default build/plan/<stack>)")
+@click.option("--quiet", is_flag=True, help="print only the bill cap and the summary line")
+def command(stack: str, out: Path | None, quiet: bool) -> None:
+    raise SystemExit(run(stack, out, quiet))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m deepep_a4.tools.plan ...`: the same command, its exit status returned."""
+    try:
+        command.main(args=argv, prog_name="deepep-a4 plan")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
     return 0
 
 

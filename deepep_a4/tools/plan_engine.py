@@ -18,6 +18,7 @@ import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
 from deepep_a4 import config
+from deepep_a4.config import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.program import artifacts
 
@@ -127,30 +128,20 @@ class PlanResult:
 
 
 def stack_file(stack: str) -> Path:
-    return ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+    return stackfile.stack_file(stack, ROOT)
 
 
 def available_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    return stackfile.available_stacks(ROOT)
 
 
 def read_stack_config(stack: str) -> dict[str, Any]:
-    """The stack file's `config:` mapping, namespaced keys as written."""
-    import yaml
-
-    data = yaml.safe_load(stack_file(stack).read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError("the file must be a mapping with a `config:` key")
-    cfg = data.get("config") or {}
-    if not isinstance(cfg, dict):
-        kind = type(cfg).__name__
-        raise ValueError(f"`config:` must be a mapping of {config.PROJECT_NAME}:<key>: <value>, not a {kind}")
-    return dict(cfg)
+    """The stack file's `config:` mapping as Pulumi hands it over: namespaced keys, string values."""
+    return dict(stackfile.read(stack, ROOT))
 
 
 def project_keys(stack_cfg: dict[str, Any]) -> dict[str, Any]:
-    prefix = f"{config.PROJECT_NAME}:"
-    return {k[len(prefix) :]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
+    return stackfile.project_keys(stack_cfg)
 
 
 def as_engine_config(stack_cfg: dict[str, Any]) -> dict[str, str]:

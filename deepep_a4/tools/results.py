@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from deepep_a4.config import stackfile
 from deepep_a4.node.bench import baselines as bl
 from deepep_a4.node.bench import parse as bp
 from deepep_a4.paths import project_root
@@ -303,18 +304,13 @@ def make_source(spec: str, args: argparse.Namespace) -> Source:
 # -- the stack ------------------------------------------------------------------------------------------
 
 
-def available_stacks() -> list[str]:
-    """The stacks of stacks/Pulumi.<name>.yaml (Pulumi.yaml's stackConfigDir), as scripts/plan_engine.py."""
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-
-
 def unknown_stack(stack: str) -> str | None:
     """Why `stack` is not a stack of this project, or None."""
-    if (ROOT / "stacks" / f"Pulumi.{stack}.yaml").is_file():
-        return None
-    return (
-        f"unknown stack {stack!r}: no stacks/Pulumi.{stack}.yaml; available: {', '.join(available_stacks()) or 'none'}"
-    )
+    try:
+        stackfile.resolve(stack, ROOT)
+    except stackfile.StackFileError as err:
+        return str(err)
+    return None
 
 
 def stack_output(stack: str, name: str, secret: bool = False) -> str | None:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from deepep_a4 import config
+from deepep_a4.config import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.tools import (
     cost,
-    plan_engine,
 )
 
 ROOT = project_root()
@@ -398,8 +398,8 @@ class GkeProbe:
 
 def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfig:
     """The stack's validated config: the Automation API's view when given, else the stack file."""
-    raw = raw if raw is not None else plan_engine.read_stack_config(name)
-    return config.parse(plan_engine.project_keys(raw), name)
+    raw = raw if raw is not None else stackfile.read(name, ROOT)
+    return config.parse(stackfile.project_keys(raw), name)
 
 
 def positive(text: str) -> float:
@@ -434,9 +434,10 @@ def main(
     ap.add_argument("--poll", type=positive, default=30, metavar="S", help="seconds between checks (default 30)")
     args = ap.parse_args(argv)
 
-    if not plan_engine.stack_file(args.stack).exists():
-        known = ", ".join(plan_engine.available_stacks())
-        say(f"error: no stack file stacks/Pulumi.{args.stack}.yaml (stacks: {known})")
+    try:
+        args.stack, _ = stackfile.resolve(args.stack, ROOT)
+    except stackfile.StackFileError as err:
+        say(f"error: {err}")
         return EXIT_USAGE
     if which("pulumi") is None:
         say(CLI_MISSING)

@@ -1,0 +1,83 @@
+"""The stack config: one declared table of keys (keys.py), the model the components read (model.py),
+the rules across keys (rules.py), parsing (parse.py), the stack-file reader (stackfile.py) and the
+files generated from the table (schema.py: Pulumi.yaml's schema, docs/settings.md).
+
+`from deepep_a4 import config; config.load()` is the whole API the Pulumi program needs.
+"""
+
+from deepep_a4.config.keys import (
+    BENCHMARK_TESTS,
+    COMPACT_PLACEMENT_MAX_NODES,
+    GKE_GPU_DRIVERS,
+    HCA_PREFIXES,
+    IAP_SOURCE_RANGE,
+    KEYS,
+    KEYS_BY_NAME,
+    MACHINE_SHAPES,
+    NIC_HANDLERS,
+    NVSHMEM_SOURCES,
+    PLACEMENTS,
+    PLATFORMS,
+    POD_NETWORKING,
+    PROJECT_NAME,
+    PROVISIONING_MODELS,
+    RDMA_NICS_PER_NODE,
+    RELEASE_CHANNELS,
+    TERMINATION_ACTIONS,
+    ConfigError,
+    Key,
+    MachineShape,
+    Problem,
+)
+from deepep_a4.config.model import (
+    BenchCase,
+    BenchmarkOptions,
+    GceOptions,
+    GkeOptions,
+    InstallerOptions,
+    NetworkConfig,
+    NvshmemRuntime,
+    StackConfig,
+    Versions,
+)
+from deepep_a4.config.parse import load, parse, raw_from_pulumi
+from deepep_a4.config.rules import GCE_FIRST_HOST_OFFSET, parse_ttl
+
+__all__ = [
+    "BENCHMARK_TESTS",
+    "COMPACT_PLACEMENT_MAX_NODES",
+    "GCE_FIRST_HOST_OFFSET",
+    "GKE_GPU_DRIVERS",
+    "HCA_PREFIXES",
+    "IAP_SOURCE_RANGE",
+    "KEYS",
+    "KEYS_BY_NAME",
+    "MACHINE_SHAPES",
+    "NIC_HANDLERS",
+    "NVSHMEM_SOURCES",
+    "PLACEMENTS",
+    "PLATFORMS",
+    "POD_NETWORKING",
+    "PROJECT_NAME",
+    "PROVISIONING_MODELS",
+    "RDMA_NICS_PER_NODE",
+    "RELEASE_CHANNELS",
+    "TERMINATION_ACTIONS",
+    "BenchCase",
+    "BenchmarkOptions",
+    "ConfigError",
+    "GceOptions",
+    "GkeOptions",
+    "InstallerOptions",
+    "Key",
+    "MachineShape",
+    "NetworkConfig",
+    "NvshmemRuntime",
+    "Problem",
+    "StackConfig",
+    "Versions",
+    "load",
+    "parse",
+    "parse_ttl",
+    "raw_from_pulumi",
+]

@@ -1,0 +1,178 @@
+"""Every key of the `deepep-a4` namespace: name, type, default, allowed values, description.
+
+This table is the one declaration of the stack config: parsing (parse.py), the Pulumi.yaml schema and
+docs/settings.md (schema.py) all come from it, and tests keep the generated files equal to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from deepep_a4 import upstream
+
+PROJECT_NAME = "deepep-a4"
+
+PLATFORMS = ("gke", "gce")
+PROVISIONING_MODELS = ("spot", "reservation", "flex-start", "on-demand")
+PLACEMENTS = ("compact", "none")
+NVSHMEM_SOURCES = ("pip", "source")
+NIC_HANDLERS = ("gpu", "cpu")
+HCA_PREFIXES = ("mlx5", "rocep")
+TERMINATION_ACTIONS = ("DELETE", "STOP")
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "UNSPECIFIED")
+GKE_GPU_DRIVERS = ("installer", "DEFAULT", "LATEST")
+POD_NETWORKING = ("hostNetwork", "multiNetwork")
+BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
+
+# Google documents at most 150 VMs per compact placement policy.
+COMPACT_PLACEMENT_MAX_NODES = 150
+# Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
+IAP_SOURCE_RANGE = "35.235.240.0/20"
+RDMA_NICS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """What a machine type implies for the rest of the stack."""
+
+    accelerator: str
+    gpus: int
+    rdma_nics: int
+    torch_cuda_arch: str  # TORCH_CUDA_ARCH_LIST for DeepEP
+    cuda_arch: str  # CMAKE_CUDA_ARCHITECTURES for NVSHMEM
+    min_cuda: tuple[int, int]
+
+
+MACHINE_SHAPES: dict[str, MachineShape] = {
+    # B200 is sm_100: CUDA 12.8 is the first toolkit that can compile for it.
+    "a4-highgpu-8g": MachineShape("nvidia-b200", 8, 8, "10.0", "100", (12, 8)),
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key of the project namespace."""
+
+    name: str
+    kind: type  # str, int, bool or list
+    default: Any
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+KEYS: tuple[Key, ...] = (
+    # -- where and what --------------------------------------------------------------------------
+    Key("platform", str, "gke", "Where the A4 machines run: a GKE node pool or plain GCE VMs.", PLATFORMS),
+    Key("project", str, "", "Google Cloud project ID that receives every resource (required)."),
+    Key("region", str, "asia-southeast1", "Region of the subnets, router and cluster."),
+    Key("zone", str, "asia-southeast1-b", "Zone of the A4 machines and of the RoCE network profile."),
+    Key("namePrefix", str, "", "Prefix of every cloud resource name; empty means deepep-<stack>."),
+    Key("machineType", str, "a4-highgpu-8g", "Machine type of the GPU nodes.", tuple(MACHINE_SHAPES)),
+    Key("nodeCount", int, 2, "Number of A4 machines (8 B200 GPUs each)."),
+    Key("provisioning", str, "spot", "How capacity is obtained.", PROVISIONING_MODELS),
+    Key("reservationName", str, "", "Reservation to consume; required with provisioning=reservation."),
+    Key("placement", str, "compact", "Compact placement keeps nodes close (at most 150 nodes).", PLACEMENTS),
+    Key(
+        "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
+    ),
+    Key("bootDiskGb", int, 1000, "Boot disk size in GB (hyperdisk-balanced)."),
+    Key("localSsdCount", int, 32, "Local SSDs per node used as ephemeral storage (GKE)."),
+    # -- network ---------------------------------------------------------------------------------
+    Key("hostCidr", str, "10.0.0.0/20", "Primary range of the host subnet (nic0)."),
+    Key("podsCidr", str, "10.4.0.0/14", "Secondary range for GKE pods on the host subnet."),
+    Key("servicesCidr", str, "10.8.0.0/20", "Secondary range for GKE services on the host subnet."),
+    Key("gvnicCidr", str, "10.1.0.0/20", "Range of the second gVNIC subnet (nic1)."),
+    Key("rdmaCidr", str, "192.168.0.0/16", "Range split into eight equal RDMA subnets (nic2-nic9)."),
+    Key("masterCidr", str, "172.16.0.0/28", "GKE control plane range (a /28)."),
+    Key("sshViaIap", bool, True, "Allow SSH to nodes from Google's IAP range only."),
+    # -- versions of the stack the installer puts on every node ------------------------------------
+    Key("docaOfedVersion", str, "3.2.1", "DOCA-OFED version (turns rocep* HCAs into mlx5_*)."),
+    Key("nvidiaDriverVersion", str, "580.126.09", "NVIDIA open kernel driver version."),
+    Key("cudaVersion", str, "12.9", "CUDA toolkit version (B200 needs 12.8 or newer)."),
+    Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version."),
+    Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag)."),
+    Key(
+        "nvshmemSource",
+        str,
+        "source",
+        "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: seed 001 problem 8).",
+        NVSHMEM_SOURCES,
+    ),
+    Key("torchVersion", str, "2.10.0+cu129", "PyTorch version with its CUDA variant."),
+    Key(
+        "deepepRef",
+        str,
+        upstream.DEEPEP_NVSHMEM35_FIXES,
+        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the seeds ran).",
+    ),
+    Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
+    # -- installer and NVSHMEM runtime -------------------------------------------------------------
+    Key("useDocaOfed", bool, True, "Install DOCA-OFED where the node shows rocep* HCAs."),
+    Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
+    Key("allowReboot", bool, True, "Let the installer reboot a node once (DOCA-OFED, PeerMappingOverride)."),
+    Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
+    Key("hcaPrefix", str, "mlx5", "NVSHMEM_HCA_PREFIX (mlx5 with DOCA-OFED, rocep without).", HCA_PREFIXES),
+    Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),
+    # -- GKE ---------------------------------------------------------------------------------------
+    Key("gkeVersion", str, "", "Pinned GKE version (e.g. 1.33.5-gke.1162000); empty follows the channel."),
+    Key("gkeReleaseChannel", str, "REGULAR", "GKE release channel.", RELEASE_CHANNELS),
+    Key("gkePublicEndpoint", bool, True, "Keep the control plane's public endpoint (with authorized networks)."),
+    Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public endpoint."),
+    Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
+    Key("gkeGpuDriver", str, "installer", "Who installs the GPU driver: our installer or GKE.", GKE_GPU_DRIVERS),
+    Key("podNetworking", str, "multiNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
+    Key(
+        "containerImage",
+        str,
+        "ubuntu:24.04",
+        "Image of the installer and benchmark containers (bash and coreutils; the stack comes from the host). "
+        "Pin it as name@sha256:<digest>.",
+    ),
+    # -- GCE ---------------------------------------------------------------------------------------
+    Key(
+        "gceImage", str, "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64", "Boot image of the VMs."
+    ),
+    Key(
+        "terminationAction",
+        str,
+        "DELETE",
+        "What happens to a VM at spot preemption or at its TTL.",
+        TERMINATION_ACTIONS,
+    ),
+    # -- benchmarks --------------------------------------------------------------------------------
+    Key("benchmarks", list, ["intranode", "low-latency", "internode"], "DeepEP tests to run after install."),
+    Key("benchHidden", int, 7168, "Hidden size for every test."),
+    Key("benchTopk", int, 8, "Top-k for every test."),
+    Key("benchProcesses", int, 8, "GPUs (processes) per node for every test."),
+    Key("intranodeTokens", int, 4096, "Tokens of test_intranode.py."),
+    Key("intranodeExperts", int, 256, "Experts of test_intranode.py."),
+    Key("lowLatencyTokens", int, 128, "Tokens of test_low_latency.py."),
+    Key("lowLatencyExperts", int, 288, "Experts of test_low_latency.py."),
+    Key("internodeTokens", int, 4096, "Tokens of test_internode.py."),
+    Key("internodeExperts", int, 256, "Experts of test_internode.py."),
+    Key("benchTimeoutMinutes", int, 30, "Timeout of one benchmark test."),
+    Key("benchGateRatio", str, "0.5", "A result below this fraction of the B200 baseline fails the report."),
+)
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the stack config: which key, what value, what is allowed."""
+
+    key: str
+    value: Any
+    allowed: str
+
+    def __str__(self) -> str:
+        return f"{PROJECT_NAME}:{self.key} = {self.value!r}: {self.allowed}"
+
+
+class ConfigError(Exception):
+    """Raised with every problem of a stack config at once."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("invalid stack config:\n" + "\n".join(f"  - {p}" for p in problems))

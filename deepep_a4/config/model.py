@@ -1,0 +1,135 @@
+"""The validated stack config: flat keys grouped into frozen dataclasses the components read."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from deepep_a4.config.keys import MACHINE_SHAPES, MachineShape
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    host_cidr: str
+    pods_cidr: str
+    services_cidr: str
+    gvnic_cidr: str
+    rdma_cidr: str
+    master_cidr: str
+    ssh_via_iap: bool
+
+    @property
+    def rdma_subnet_cidrs(self) -> tuple[str, ...]:
+        """The RDMA range split into one equal subnet per RDMA NIC, in NIC order."""
+        net = ipaddress.ip_network(self.rdma_cidr)
+        return tuple(str(s) for s in net.subnets(prefixlen_diff=3))
+
+
+@dataclass(frozen=True)
+class Versions:
+    doca_ofed: str
+    nvidia_driver: str
+    cuda: str
+    gdrcopy: str
+    nvshmem: str
+    nvshmem_source: str
+    torch: str
+    deepep_ref: str
+    deepep_pr466: bool
+
+    @property
+    def torch_cuda_variant(self) -> str:
+        """The wheel index variant of PyTorch, e.g. cu129 for 2.10.0+cu129."""
+        return self.torch.partition("+")[2]
+
+
+@dataclass(frozen=True)
+class NvshmemRuntime:
+    nic_handler: str
+    hca_prefix: str
+    gid_index: int
+
+
+@dataclass(frozen=True)
+class InstallerOptions:
+    use_doca_ofed: bool
+    gdrcopy_kernel_module: bool
+    allow_reboot: bool
+
+
+@dataclass(frozen=True)
+class GkeOptions:
+    version: str
+    release_channel: str
+    public_endpoint: bool
+    authorized_networks: tuple[str, ...]
+    deletion_protection: bool
+    gpu_driver: str
+    pod_networking: str
+    container_image: str
+
+
+@dataclass(frozen=True)
+class GceOptions:
+    image: str
+    termination_action: str
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    tokens: int
+    experts: int
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    tests: tuple[str, ...]
+    hidden: int
+    topk: int
+    processes: int
+    intranode: BenchCase
+    low_latency: BenchCase
+    internode: BenchCase
+    timeout_minutes: int
+    gate_ratio: float
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    platform: str
+    project: str
+    region: str
+    zone: str
+    name_prefix: str
+    machine_type: str
+    node_count: int
+    provisioning: str
+    reservation_name: str
+    placement: str
+    ttl_seconds: int | None
+    boot_disk_gb: int
+    local_ssd_count: int
+    network: NetworkConfig
+    versions: Versions
+    nvshmem: NvshmemRuntime
+    installer: InstallerOptions
+    gke: GkeOptions
+    gce: GceOptions
+    benchmarks: BenchmarkOptions
+
+    @property
+    def shape(self) -> MachineShape:
+        return MACHINE_SHAPES[self.machine_type]
+
+    @property
+    def is_spot(self) -> bool:
+        return self.provisioning == "spot"
+
+    def name(self, suffix: str) -> str:
+        """A cloud resource name derived from the stack, so two stacks can share a project."""
+        return f"{self.name_prefix}-{suffix}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"deepep-a4-stack": self.stack, "managed-by": "pulumi"}

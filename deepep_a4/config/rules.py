@@ -1,0 +1,300 @@
+"""Rules across keys: identity, capacity, network, versions, runtime, benchmarks.
+
+Each check appends a Problem for every rule a value breaks, so the user sees all of them at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from deepep_a4 import upstream
+from deepep_a4.config.keys import BENCHMARK_TESTS, COMPACT_PLACEMENT_MAX_NODES, MACHINE_SHAPES, Problem
+
+_VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
+_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
+_GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DEEPEP_REF_RE = re.compile(r"^(v\d+\.\d+\.\d+([-.][a-z0-9]+)?|[0-9a-f]{40})$")
+_TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
+_IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
+# GCE's max_run_duration accepts at most 120 days.
+# The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
+GCE_FIRST_HOST_OFFSET = 10
+_TTL_MAX_SECONDS = 120 * 24 * 3600
+_FLEX_START_MAX_SECONDS = 7 * 24 * 3600  # GCE's limit on a flex-start VM's max run duration
+
+
+def parse_ttl(text: str) -> int | None:
+    """'8h' -> 28800; 'off' -> None; raises ValueError on anything else."""
+    if text.strip().lower() in ("off", "none", "0"):
+        return None
+    m = _TTL_RE.match(text.strip())
+    if not text.strip() or not m or not any(m.groups()):
+        raise ValueError(text)
+    d, h, mi, s = (int(g or 0) for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
+    if not _PROJECT_RE.match(v["project"]):
+        problems.append(Problem("project", v["project"], "must be a Google Cloud project ID (6-30 chars: a-z, 0-9, -)"))
+    if not re.match(r"^[a-z]+-[a-z]+\d+$", v["region"]):
+        problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
+    elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
+        problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
+    if not _IMAGE_RE.match(v["containerImage"]):
+        problems.append(
+            Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
+        )
+    if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
+        problems.append(
+            Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
+        )
+
+
+def check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
+    n = v["nodeCount"]
+    if n < 1:
+        problems.append(Problem("nodeCount", n, "must be at least 1"))
+    if v["placement"] == "compact" and n > COMPACT_PLACEMENT_MAX_NODES:
+        problems.append(
+            Problem(
+                "nodeCount",
+                n,
+                f"compact placement allows at most {COMPACT_PLACEMENT_MAX_NODES} nodes; use fewer or placement=none",
+            )
+        )
+    prov, res = v["provisioning"], v["reservationName"]
+    if prov == "reservation" and not _GCP_NAME_RE.match(res):
+        problems.append(Problem("reservationName", res, "provisioning=reservation needs the name of a reservation"))
+    if prov != "reservation" and res:
+        problems.append(Problem("reservationName", res, f"only used with provisioning=reservation, not {prov}"))
+    try:
+        ttl = parse_ttl(v["ttl"])
+    except ValueError:
+        problems.append(Problem("ttl", v["ttl"], "must be a duration such as 8h, 90m, 1d12h, or 'off'"))
+    else:
+        if ttl is None and prov in ("spot", "flex-start"):
+            problems.append(Problem("ttl", v["ttl"], f"{prov} capacity needs a bill cap: set a duration such as 8h"))
+        elif ttl is not None and not 600 <= ttl <= _TTL_MAX_SECONDS:
+            problems.append(Problem("ttl", v["ttl"], "must be between 10m and 120d"))
+        elif ttl is not None and prov == "flex-start" and ttl > _FLEX_START_MAX_SECONDS:
+            problems.append(Problem("ttl", v["ttl"], "flex-start capacity runs at most 7d: set 7d or less"))
+    if prov == "flex-start" and v["terminationAction"] != "DELETE":
+        problems.append(
+            Problem("terminationAction", v["terminationAction"], "flex-start capacity is always deleted: use DELETE")
+        )
+    if v["bootDiskGb"] < 100 or v["bootDiskGb"] > 65536:
+        problems.append(
+            Problem("bootDiskGb", v["bootDiskGb"], "must be 100-65536 (CUDA, NVSHMEM and DeepEP builds need room)")
+        )
+    if v["localSsdCount"] not in (0, 32):
+        problems.append(Problem("localSsdCount", v["localSsdCount"], "a4-highgpu-8g has 32 local SSDs: use 32 or 0"))
+
+
+def _parse_net(key: str, value: str, problems: list[Problem]) -> ipaddress.IPv4Network | None:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        problems.append(Problem(key, value, f"must be an IPv4 CIDR with no host bits set ({err})"))
+        return None
+    if not isinstance(net, ipaddress.IPv4Network) or not net.is_private:
+        problems.append(Problem(key, value, "must be a private IPv4 range (RFC 1918)"))
+        return None
+    return net
+
+
+def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
+    names = ("hostCidr", "podsCidr", "servicesCidr", "gvnicCidr", "rdmaCidr", "masterCidr")
+    nets = {k: _parse_net(k, v[k], problems) for k in names}
+    rdma = nets["rdmaCidr"]
+    if rdma is not None and rdma.prefixlen > 26:
+        problems.append(
+            Problem("rdmaCidr", v["rdmaCidr"], "must be /26 or larger: it is split into 8 subnets of at least /29")
+        )
+    host = nets["hostCidr"]
+    if host is not None and v["platform"] == "gce" and isinstance(v["nodeCount"], int):
+        # GCE VMs take fixed host addresses from GCE_FIRST_HOST_OFFSET on; GCE reserves two at the end.
+        room = max(host.num_addresses - GCE_FIRST_HOST_OFFSET - 2, 0)
+        if v["nodeCount"] > room:
+            problems.append(
+                Problem(
+                    "hostCidr",
+                    v["hostCidr"],
+                    f"has room for {room} VMs, nodeCount is {v['nodeCount']}: use a larger range",
+                )
+            )
+    master = nets["masterCidr"]
+    if master is not None and master.prefixlen != 28:
+        problems.append(Problem("masterCidr", v["masterCidr"], "GKE needs a /28 for the control plane"))
+    checked = [(k, n) for k, n in nets.items() if n is not None]
+    for i, (ka, a) in enumerate(checked):
+        for kb, b in checked[i + 1 :]:
+            if a.overlaps(b):
+                problems.append(Problem(kb, v[kb], f"overlaps {ka} ({v[ka]}); every range must be distinct"))
+    for cidr in v["gkeAuthorizedNetworks"]:
+        try:
+            ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
+        else:
+            if cidr.endswith("/0"):
+                problems.append(
+                    Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
+                )
+
+
+def check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
+    for key in (
+        "docaOfedVersion",
+        "nvidiaDriverVersion",
+        "cudaVersion",
+        "gdrcopyVersion",
+        "nvshmemVersion",
+        "torchVersion",
+    ):
+        if not _VERSION_RE.match(v[key]):
+            problems.append(Problem(key, v[key], "must be a version such as 12.9, 3.2.1 or 2.10.0+cu129"))
+    shape = MACHINE_SHAPES.get(v["machineType"])
+    cuda = re.match(r"^(\d+)\.(\d+)", v["cudaVersion"])
+    if shape and cuda and (int(cuda[1]), int(cuda[2])) < shape.min_cuda:
+        need = ".".join(map(str, shape.min_cuda))
+        problems.append(
+            Problem(
+                "cudaVersion",
+                v["cudaVersion"],
+                f"{shape.accelerator} (sm_{shape.cuda_arch}) needs CUDA {need} or newer",
+            )
+        )
+    torch_variant = v["torchVersion"].partition("+")[2]
+    if _VERSION_RE.match(v["torchVersion"]) and not re.match(r"^cu\d{3}$", torch_variant):
+        problems.append(
+            Problem("torchVersion", v["torchVersion"], "must name its CUDA wheel variant, e.g. 2.10.0+cu129")
+        )
+    elif cuda and torch_variant and torch_variant[2:4] != cuda[1]:
+        problems.append(
+            Problem(
+                "torchVersion",
+                v["torchVersion"],
+                f"CUDA variant {torch_variant} does not match cudaVersion {v['cudaVersion']}",
+            )
+        )
+    ref = v["deepepRef"]
+    if not _DEEPEP_REF_RE.match(ref):
+        problems.append(
+            Problem(
+                "deepepRef",
+                ref,
+                "must be a tag such as v1.2.1 or a full 40-hex commit hash (git cannot fetch a short one); "
+                "branches like main move",
+            )
+        )
+    if _VERSION_RE.match(v["nvshmemVersion"]):
+        check_nvshmem_pairing(v, problems)
+    if v["gkeVersion"] and not _GKE_VERSION_RE.match(v["gkeVersion"]):
+        problems.append(
+            Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty")
+        )
+
+
+def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
+    """NVSHMEM against what the DeepEP ref was checked with, and against where its source can be found."""
+    version, source = v["nvshmemVersion"], v["nvshmemSource"]
+    have = upstream.version_tuple(version)
+    known = upstream.DEEPEP_REFS.get(v["deepepRef"])
+    if known and have < known.min_nvshmem:
+        problems.append(
+            Problem(
+                "nvshmemVersion",
+                version,
+                f"DeepEP {v['deepepRef'][:12]} needs NVSHMEM {upstream.dotted(known.min_nvshmem)} or newer",
+            )
+        )
+    limit = known.nvshmem_before.get(source) if known else None
+    if known and limit and have >= limit:
+        problems.append(
+            Problem(
+                "deepepRef",
+                v["deepepRef"],
+                f"runs NVSHMEM ({source}) only before {upstream.dotted(limit)}, not {version}: {known.why_before}",
+            )
+        )
+    if source == "source" and have >= upstream.NVSHMEM_GITHUB_SINCE and version not in upstream.NVSHMEM_GITHUB_TAGS:
+        tags = ", ".join(upstream.NVSHMEM_GITHUB_TAGS)
+        problems.append(
+            Problem(
+                "nvshmemVersion",
+                version,
+                f"has no checked NVIDIA/nvshmem release tag (known: {tags}); add it to components/upstream.py",
+            )
+        )
+    if source == "pip" and "internode" in v["benchmarks"]:
+        problems.append(
+            Problem(
+                "nvshmemSource",
+                "pip",
+                "DeepEP built against the pip/PyTorch NVSHMEM timed out in internode dispatch on A4 (seed 001 "
+                "problem 8): use nvshmemSource=source, or drop internode from benchmarks",
+            )
+        )
+
+
+def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
+    if v["nicHandler"] == "cpu" and not v["gdrcopyKernelModule"]:
+        problems.append(
+            Problem(
+                "nicHandler",
+                "cpu",
+                "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu",
+            )
+        )
+    if v["hcaPrefix"] == "mlx5" and not v["useDocaOfed"]:
+        problems.append(
+            Problem(
+                "hcaPrefix", "mlx5", "mlx5_* HCA names come from DOCA-OFED: set useDocaOfed=true or hcaPrefix=rocep"
+            )
+        )
+    if v["hcaPrefix"] == "rocep" and v["useDocaOfed"]:
+        problems.append(
+            Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
+        )
+    if not 0 <= v["gidIndex"] <= 255:
+        problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
+
+
+def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
+    for test in v["benchmarks"]:
+        if test not in BENCHMARK_TESTS:
+            problems.append(Problem("benchmarks", test, f"every entry must be one of: {', '.join(BENCHMARK_TESTS)}"))
+    if "internode" in v["benchmarks"] and v["nodeCount"] == 1:
+        problems.append(Problem("benchmarks", "internode", "the internode test needs nodeCount of 2 or more"))
+    shape = MACHINE_SHAPES.get(v["machineType"])
+    processes_ok = bool(shape) and 1 <= v["benchProcesses"] <= shape.gpus
+    if shape and not processes_ok:
+        problems.append(Problem("benchProcesses", v["benchProcesses"], f"must be 1-{shape.gpus} (GPUs per node)"))
+    for key in (
+        "benchHidden",
+        "benchTopk",
+        "intranodeTokens",
+        "intranodeExperts",
+        "lowLatencyTokens",
+        "lowLatencyExperts",
+        "internodeTokens",
+        "internodeExperts",
+        "benchTimeoutMinutes",
+    ):
+        if v[key] < 1:
+            problems.append(Problem(key, v[key], "must be at least 1"))
+    for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
+        if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
+            problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
+    try:
+        ratio = float(v["benchGateRatio"])
+        if not 0 <= ratio <= 1:
+            raise ValueError
+    except ValueError:
+        problems.append(Problem("benchGateRatio", v["benchGateRatio"], "must be a fraction between 0 and 1, e.g. 0.5"))
