@@ -1,41 +1,70 @@
-"""`deepep-a4`: the workstation command (plan, cost, run, report)."""
+"""`deepep-a4`: the workstation command.
+
+    .venv/bin/deepep-a4 plan   --stack gke-b200          offline plan: resources, rendered files, cost
+    .venv/bin/deepep-a4 cost   --stack gke-b200          cost estimate and bill cap only (no plan written)
+    .venv/bin/deepep-a4 run    --stack gke-b200          pulumi up, benchmarks, report, pulumi destroy
+    .venv/bin/deepep-a4 report --stack gke-b200          the benchmark report of a stack, a bucket or saved logs
+
+Each subcommand lives in its tool module; this file only assembles them. `run` and `report` keep their
+own argument parsers (they are called from tests and scripts as functions too) and are handed the
+arguments unparsed: `deepep-a4 run --help` shows theirs.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
+from deepep_a4.tools import plan as plan_tool
+
+# The arguments of `run` and `report` go to their own parsers untouched, --help included.
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="deepep-a4")
 def main() -> None:
     """A4 (B200) machines on Google Cloud with DeepEP installed and benchmarked."""
 
 
+main.add_command(plan_tool.command, "plan")
+
+
+@main.command()
+@click.option("--stack", required=True, help=plan_tool.STACK_HELP)
+def cost(stack: str) -> None:
+    """Cost estimate and bill cap of a stack, without writing a plan."""
+    from deepep_a4.tools import cost as cost_tool
+
+    try:
+        _, _, cfg = plan_tool.load_stack(stack)
+    except plan_tool.UsageError as err:
+        click.echo("error: " + "\n".join(err.lines), err=True)
+        raise SystemExit(2) from None
+    for line in cost_tool.render(cost_tool.estimate(cfg)):
+        click.echo(line)
+    click.echo(cost_tool.bill_cap(cfg).line)
+
+
 def _delegate(module: str, args: tuple[str, ...]) -> None:
-    import importlib
-
-    sys.exit(importlib.import_module(module).main(list(args)))
+    raise SystemExit(importlib.import_module(module).main(list(args)))
 
 
-@main.command(context_settings=PASS_THROUGH)
+@main.command(context_settings=PASS_THROUGH, add_help_option=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def plan(args: tuple[str, ...]) -> None:
-    """Offline plan of a stack: resources, rendered files, cost (no cloud, no Pulumi CLI)."""
-    _delegate("deepep_a4.tools.plan", args)
+def run(args: tuple[str, ...]) -> None:
+    """pulumi up, wait for the benchmarks, write the report, pulumi destroy (run --help for options)."""
+    _delegate("deepep_a4.tools.run_benchmark", args)
 
 
-@main.command(context_settings=PASS_THROUGH)
+@main.command(context_settings=PASS_THROUGH, add_help_option=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def report(args: tuple[str, ...]) -> None:
-    """Benchmark report from Jobs, a bucket or saved logs."""
+    """Benchmark report from a stack's Jobs, a bucket or saved logs (report --help for options)."""
     _delegate("deepep_a4.tools.results", args)
 
 
-@main.command(context_settings=PASS_THROUGH)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(args: tuple[str, ...]) -> None:
-    """pulumi up, wait for the benchmarks, write the report, pulumi destroy."""
-    _delegate("deepep_a4.tools.run_benchmark", args)
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,8 +28,7 @@ HEADER = (
 PROJECT: dict[str, Any] = {
     "name": PROJECT_NAME,
     "description": (
-        "NVIDIA B200 (A4) machines on Google Cloud with DeepEP installed and benchmarked, "
-        "as GKE node pools or GCE VMs."
+        "NVIDIA B200 (A4) machines on Google Cloud with DeepEP installed and benchmarked, as GKE node pools or GCE VMs."
     ),
     "runtime": {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}},
     "stackConfigDir": "stacks",

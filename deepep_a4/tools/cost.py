@@ -1,6 +1,6 @@
 """What a stack costs and when its capacity dies: the offline plan's estimate and bill-cap lines.
 
-The numbers come from `components/prices.yaml`, a small table with a source and a date per entry; a
+The numbers come from `deepep_a4/tools/prices.yaml`, a small table with a source and a date per entry; a
 price nobody could source is `unknown` there, and it stays unknown here: it is listed, never counted
 as zero and never guessed. Spot and on-demand are shown side by side; the column the stack actually
 uses is marked. Everything is an estimate and says so.
@@ -116,7 +116,7 @@ def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate
         note = machine.get("on_demand_note", "")
     else:
         known = ", ".join(sorted(machine.get("regions") or {})) or "none"
-        note = f"no price for {cfg.region} in components/prices.yaml (known: {known})"
+        note = f"no price for {cfg.region} in deepep_a4/tools/prices.yaml (known: {known})"
     lines = [
         Line(
             f"{n} x {cfg.machine_type}",
@@ -173,7 +173,7 @@ def render(est: Estimate) -> list[str]:
     uses = MODEL_COLUMN.get(est.provisioning, est.provisioning)
     width = max(len(line.item) for line in est.lines) + 2
     out = [
-        f"Estimated cost (an ESTIMATE in USD from components/prices.yaml, {est.region}; "
+        f"Estimated cost (an ESTIMATE in USD from deepep_a4/tools/prices.yaml, {est.region}; "
         "spot prices change, check before you budget):",
         f"  {'':<{width}}{'spot/h':>12}{'on-demand/h':>14}",
     ]

@@ -868,7 +868,7 @@ def out_problem(out: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="deepep-a4 report", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("sources", nargs="*", help="log files or folders, k8s:NAMESPACE, or a registered scheme")
     ap.add_argument("--stack", help="read the stack's benchmark Jobs, kubeconfig output and benchGateRatio")
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig for k8s: sources")

@@ -424,7 +424,7 @@ def main(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="deepep-a4 run", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
     ap.add_argument("--keep", action="store_true", help="leave the stack up after a successful run")
     ap.add_argument("--yes", action="store_true", help="destroy after a failure or Ctrl-C without asking")
