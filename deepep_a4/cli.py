@@ -63,7 +63,7 @@ def run(args: tuple[str, ...]) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def report(args: tuple[str, ...]) -> None:
     """Benchmark report from a stack's Jobs, a bucket or saved logs (report --help for options)."""
-    _delegate("deepep_a4.tools.results", args)
+    _delegate("deepep_a4.tools.report.cli", args)
 
 
 if __name__ == "__main__":

@@ -307,7 +307,7 @@ def test_results_py_reads_the_bucket_through_gs_source(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "deepep_a4.tools.results", "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
+        [sys.executable, "-m", "deepep_a4.tools.report", "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
         env=env,
         capture_output=True,
         text=True,

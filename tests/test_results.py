@@ -15,11 +15,12 @@ import pytest
 
 from deepep_a4 import config
 from deepep_a4.node.bench import baselines as bl
-from deepep_a4.tools import results
+from deepep_a4.tools import report as results
+from deepep_a4.tools.report import sources as report_sources
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
-RESULTS = [sys.executable, "-m", "deepep_a4.tools.results"]
+RESULTS = [sys.executable, "-m", "deepep_a4.tools.report"]
 
 
 def report_of(*paths: Path, ratio: float = 0.5) -> results.Report:
@@ -164,7 +165,7 @@ def test_sources_are_pluggable(tmp_path: Path) -> None:
     try:
         rc = results.main(["mem://bucket/run", "--out", str(tmp_path), "--no-plots"])
     finally:
-        results._SOURCES.pop("mem")
+        report_sources._SOURCES.pop("mem")
     assert rc == 0 and seen == ["mem://bucket/run"]
 
 
@@ -401,6 +402,6 @@ def test_a_sources_own_exit_message_exits_2_not_1(tmp_path: Path, capsys: pytest
     try:
         rc = results.main(["nt://x", "--out", str(tmp_path), "--no-plots"])
     finally:
-        results._SOURCES.pop("nt")
+        report_sources._SOURCES.pop("nt")
     assert rc == 2
     assert capsys.readouterr().err.strip() == "error: reading nt://x needs the nt CLI"

@@ -9,7 +9,7 @@ Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH
 2. `install`  waits until the installer reports ready on every node (GKE: the installer DaemonSet's
               ready count; GCE: each VM's status.json in the results bucket), showing "nodes ready N/M";
 3. `bench`    waits until every benchmark finished (GKE: the benchmark Jobs; GCE: every VM done);
-4. `collect`  writes the report with scripts/results.py's functions (build/report/STACK by default);
+4. `collect`  writes the report with the report functions (deepep_a4/tools/report) (build/report/STACK by default);
 5. `destroy`  the stack, unless --keep.
 
 Ctrl-C or any failure stops the waiting, says what is still running and offers the destroy (--yes
@@ -156,7 +156,7 @@ class BenchmarkRun:
             self.wait(lambda: self.probe.benchmarks(outputs), self.s.bench_timeout_s, "benchmarks finished")
             self.enter("collect", f"writing the report to {self.s.out}")
             rc = self.probe.collect(outputs, self.s.out)
-            self.log("report gate " + ("PASSED" if rc == EXIT_PASS else f"FAILED (results.py exit {rc})"))
+            self.log("report gate " + ("PASSED" if rc == EXIT_PASS else f"FAILED (report exit {rc})"))
             rc = EXIT_PASS if rc == EXIT_PASS else EXIT_GATE_FAILED
             ok = True
         except KeyboardInterrupt:
@@ -271,8 +271,8 @@ class AutomationStack:
 def collect_report(
     spec: str, gate: float, out: Path, kubeconfig: str | None = None, namespace: str | None = None
 ) -> int:
-    """scripts/results.py's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
-    from deepep_a4.tools import results
+    """The report's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
+    from deepep_a4.tools import report as results
 
     args = argparse.Namespace(kubeconfig=kubeconfig, namespace=namespace)
     source = results.make_source(spec, args)

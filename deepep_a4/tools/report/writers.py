@@ -1,0 +1,276 @@
+"""The report's files: Markdown, CSV, JSON and the sweep plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from deepep_a4.node.bench import baselines as bl
+from deepep_a4.node.bench import parse as bp
+from deepep_a4.tools.report.analysis import FIELD_LABEL, Report, Row, Run
+
+# -- sweeps and plots --------------------------------------------------------------------------------
+
+
+def sweeps_of(run: Run) -> dict[tuple[str, str | None], list[dict[str, Any]]]:
+    out: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for r in run.records:
+        if r["kind"] == "sweep":
+            out.setdefault((r["name"] or "unlabelled", r["dtype"]), []).append(r)
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower()
+
+
+def write_plots(report: Report, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for run in report.runs:
+        for (op, dtype), recs in sweeps_of(run).items():
+            title = f"{run.test} {op}" + (f" {dtype}" if dtype else "")
+            fname = f"sweep-{_slug(run.origin)}-{_slug(title)}.png"
+            fig, ax = plt.subplots(figsize=(7, 4))
+            if run.test == "internode":
+                # 2-D sweep: RDMA bandwidth against RDMA chunk, one line per NVL chunk.
+                by_nvl: dict[int, list[tuple[int, float]]] = {}
+                for r in recs:
+                    by_nvl.setdefault(r["params"]["nvl_chunk"], []).append(
+                        (r["params"]["rdma_chunk"], r["values"]["rdma_bw"])
+                    )
+                for nvl, pts in sorted(by_nvl.items()):
+                    pts.sort()
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"NVL chunk {nvl}")
+                ax.set_xlabel("RDMA chunk size (tokens)")
+                ax.set_ylabel("RDMA bandwidth (GB/s)")
+                if len(by_nvl) > 1:
+                    ax.legend(fontsize="x-small", ncol=2)
+            else:
+                pts = sorted(
+                    (r["params"]["nvl_chunk"], r["values"]["nvl_bw"]) for r in recs if r["params"].get("nvl_chunk")
+                )
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="NVL chunk")
+                default = [r["values"]["nvl_bw"] for r in recs if r["params"].get("nvl_chunk") is None]
+                if default:
+                    ax.axhline(default[0], ls="--", color="grey", label=f"default config ({default[0]:.1f})")
+                ax.set_xlabel("NVL chunk size (tokens)")
+                ax.set_ylabel("NVLink bandwidth (GB/s)")
+                ax.legend(fontsize="small")
+            best = [
+                r
+                for r in run.records
+                if r["kind"] == "best" and r["name"] == op and (r["dtype"] == dtype or op == "combine")
+            ]
+            f = "rdma_bw" if run.test == "internode" else "nvl_bw"
+            if best and f in best[0]["values"]:
+                ax.set_title(f"{title} ({run.origin}): best {best[0]['values'][f]:.2f} GB/s")
+            else:
+                ax.set_title(f"{title} ({run.origin})")
+            ax.grid(True, alpha=0.3)
+            fig.tight_layout()
+            fig.savefig(out / fname, dpi=110)
+            plt.close(fig)
+            report.plots.append((run, title, fname))
+
+
+# -- writers ----------------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "" if v is None else f"{v:.{digits}f}"
+
+
+def _baseline_text(row: Row) -> str:
+    if row.baseline is None:
+        return "n/a"
+    return f"{row.baseline.value:g} ({row.baseline.note})" if row.baseline.note else f"{row.baseline.value:g}"
+
+
+TEST_TITLES = {
+    "nccl": "NCCL all-to-all check (fabric)",
+    "intranode": "Intranode (test_intranode.py)",
+    "low-latency": "Low-latency (test_low_latency.py)",
+    "internode": "Internode (test_internode.py)",
+}
+
+
+def markdown(report: Report) -> str:
+    lines = ["# DeepEP benchmark report", ""]
+    verdict = "PASS" if report.passed else "FAIL"
+    lines.append(
+        f"**Gate: {verdict}**: every test must pass and every figure with a baseline must reach "
+        f"{report.gate_ratio:.0%} of its B200 baseline (benchGateRatio {report.gate_ratio:g})."
+    )
+    lines.append("")
+    lines.append(f"Sources: {', '.join(report.sources)}")
+    lines.append("")
+    lines.append("| test | source | status | problems |")
+    lines.append("|---|---|---|---|")
+    for run in report.runs:
+        problems = "; ".join(run.problems[:3]).replace("|", "\\|") or "-"
+        lines.append(f"| {run.test} | {run.origin} | {run.status} | {problems} |")
+    lines.append("")
+    for test in bp.TESTS:
+        rows = [r for r in report.rows if r.test == test]
+        if not rows:
+            continue
+        lines.append(f"## {TEST_TITLES[test]}")
+        lines.append("")
+        lines.append("| source | metric | dtype | measured (GB/s) | config | baseline B200 (GB/s) | ratio | gate |")
+        lines.append("|---|---|---|---:|---|---:|---:|---|")
+        for r in rows:
+            measured = f"{r.value:.2f} {FIELD_LABEL.get(r.field, r.field)}"
+            config = ", ".join(x for x in (r.config, r.extra) if x)
+            lines.append(
+                f"| {r.origin} | {r.metric} | {r.dtype or ''} | {measured} | {config} | {_baseline_text(r)} | "
+                f"{_fmt(r.ratio)} | {r.gate} |"
+            )
+        sources = sorted({r.baseline.source for r in rows if r.baseline})
+        refs = sorted({(b.source, b.metric, b.dtype or "", b.field, b.value) for r in rows for b in r.references})
+        shapes = sorted({(r.processes, r.nodes) for r in rows})
+        lines.append("")
+        shape_text = ", ".join(f"{p or '?'} GPUs per node x {n or '?'} node(s)" for p, n in shapes)
+        lines.append(f"Shape: {shape_text}. Baselines: {'; '.join(sources) or 'none for this shape'}.")
+        if refs:
+            ref_text = "; ".join(f"{m} {d} {FIELD_LABEL.get(f, f)} {v:g}" for _, m, d, f, v in refs)
+            lines.append(f"Other reference ({refs[0][0]}): {ref_text}.")
+        if test == "internode":
+            lines.append(
+                f"An RDMA figure near {bl.SINGLE_NIC_TRAP_RDMA_GBPS} GB/s means every GPU used one NIC "
+                "(the GPU-to-NIC mapping of DeepEP PR #466 missing): seed 001, problem 3."
+            )
+        lines.append("")
+    if report.plots:
+        lines.append("## Tuning sweeps")
+        lines.append("")
+        for run, title, fname in report.plots:
+            lines.append(f"![{title} ({run.origin})]({fname})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+CSV_FIELDS = [
+    "origin",
+    "test",
+    "metric",
+    "dtype",
+    "field",
+    "value",
+    "unit",
+    "config",
+    "extra",
+    "processes",
+    "nodes",
+    "baseline",
+    "baseline_source",
+    "ratio",
+    "gate",
+]
+SWEEP_FIELDS = [
+    "origin",
+    "test",
+    "op",
+    "dtype",
+    "sms",
+    "nvl_chunk",
+    "rdma_chunk",
+    "nvl_bw",
+    "rdma_bw",
+    "time",
+    "notify",
+]
+
+
+def write_csv(report: Report, out: Path) -> None:
+    with (out / "results.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, CSV_FIELDS)
+        w.writeheader()
+        for r in report.rows:
+            w.writerow(
+                {
+                    "origin": r.origin,
+                    "test": r.test,
+                    "metric": r.metric,
+                    "dtype": r.dtype or "",
+                    "field": r.field,
+                    "value": r.value,
+                    "unit": r.unit,
+                    "config": r.config,
+                    "extra": r.extra,
+                    "processes": r.processes or "",
+                    "nodes": r.nodes or "",
+                    "baseline": r.baseline.value if r.baseline else "",
+                    "baseline_source": r.baseline.source if r.baseline else "",
+                    "ratio": _fmt(r.ratio, 4),
+                    "gate": r.gate,
+                }
+            )
+    with (out / "sweeps.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, SWEEP_FIELDS)
+        w.writeheader()
+        for run in report.runs:
+            for (op, dtype), recs in sweeps_of(run).items():
+                for r in recs:
+                    p, v = r["params"], r["values"]
+                    w.writerow(
+                        {
+                            "origin": run.origin,
+                            "test": run.test,
+                            "op": op,
+                            "dtype": dtype or "",
+                            "sms": p.get("sms", ""),
+                            "nvl_chunk": "default" if p.get("default_config") else p.get("nvl_chunk", ""),
+                            "rdma_chunk": p.get("rdma_chunk", ""),
+                            "nvl_bw": v.get("nvl_bw", ""),
+                            "rdma_bw": v.get("rdma_bw", ""),
+                            "time": v.get("time", ""),
+                            "notify": v.get("notify", ""),
+                        }
+                    )
+
+
+def write_json(report: Report, out: Path) -> None:
+    doc = {
+        "gate": "pass" if report.passed else "fail",
+        "gate_ratio": report.gate_ratio,
+        "sources": report.sources,
+        "runs": [
+            {"origin": r.origin, "test": r.test, "status": r.status, "problems": r.problems, "meta": r.meta}
+            for r in report.runs
+        ],
+        "rows": [
+            {
+                "origin": r.origin,
+                "test": r.test,
+                "metric": r.metric,
+                "dtype": r.dtype,
+                "field": r.field,
+                "value": r.value,
+                "unit": r.unit,
+                "baseline": r.baseline.value if r.baseline else None,
+                "baseline_source": r.baseline.source if r.baseline else None,
+                "ratio": r.ratio,
+                "gate": r.gate,
+            }
+            for r in report.rows
+        ],
+    }
+    (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def write_report(report: Report, out: Path, plots: bool = True) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    if plots:
+        write_plots(report, out)
+    write_csv(report, out)
+    write_json(report, out)
+    path = out / "report.md"
+    path.write_text(markdown(report) + "\n")
+    return path
