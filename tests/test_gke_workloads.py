@@ -586,8 +586,10 @@ def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host:
 
 def test_runner_configmap_ships_the_runner_and_parser(host: Built) -> None:
     cm = next(r for r in host.of(CM) if "run_bench.py" in r.inputs["data"])
-    assert set(cm.inputs["data"]) == {"run_bench.py", "parse.py"}
-    assert cm.inputs["data"]["parse.py"] == (plan_engine.ROOT / "deepep_a4/node/bench/parse.py").read_text()
+    bench = plan_engine.ROOT / "deepep_a4/node/bench"
+    expected = {p.name for p in bench.glob("*.py") if p.name != "__init__.py"} | {"names.py"}
+    assert set(cm.inputs["data"]) == expected
+    assert cm.inputs["data"]["parse.py"] == (bench / "parse.py").read_text()
     for j in host.of(JOB):
         vols = {v["name"]: v for v in j.inputs["spec"]["template"]["spec"]["volumes"]}
         assert vols["runner"]["configMap"]["name"] == cm.state["metadata"]["name"]

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from deepep_a4.config import StackConfig
-from deepep_a4.paths import NODE_DIR
+from deepep_a4.node import payload
 from deepep_a4.program import installer
 
 INSTALL_ROOT = "/opt/deepep"
@@ -106,10 +106,8 @@ def bench_settings(cfg: StackConfig, peers: list[dict[str, Any]]) -> dict[str, A
 
 def shipped_files() -> dict[str, str]:
     """Files the startup script writes under GCE_DIR: the benchmark runner and the stage, as in the repo."""
-    files = {
-        f"bench/{p.name}": p.read_text() for p in sorted((NODE_DIR / "bench").glob("*.py")) if p.name != "__init__.py"
-    }
-    files["bench_stage.py"] = (NODE_DIR / "gce" / "bench_stage.py").read_text()
+    files = {f"bench/{name}": text for name, text in payload.runner_files().items()}
+    files["bench_stage.py"] = payload.gce_stage_file()
     return files
 
 

@@ -57,7 +57,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from deepep_a4.config import StackConfig
-from deepep_a4.paths import NODE_DIR
+from deepep_a4.node import payload
 from deepep_a4.program import artifacts, installer
 from deepep_a4.program import gke_pod_security as security
 from deepep_a4.program.gke_nodepool import GPU_TAINT_KEY, GPU_TAINT_VALUE, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
@@ -365,11 +365,9 @@ class InstallerDaemonSet(pulumi.ComponentResource):
 
 # -- the benchmark Jobs ----------------------------------------------------------------------------
 
-RUNNER_FILES = ("run_bench.py", "parse.py")
-
 
 def runner_files() -> dict[str, str]:
-    return {f: (NODE_DIR / "bench" / f).read_text() for f in RUNNER_FILES}
+    return payload.runner_files()
 
 
 def default_network_names(cfg: StackConfig) -> list[str]:

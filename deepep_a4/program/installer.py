@@ -25,10 +25,8 @@ from dataclasses import asdict
 
 from deepep_a4 import upstream
 from deepep_a4.config import StackConfig
-from deepep_a4.paths import NODE_DIR
+from deepep_a4.node import payload
 from deepep_a4.program import artifacts
-
-SCRIPTS_DIR = NODE_DIR / "install"
 
 INSTALL_ROOTS = {"gke": "/home/kubernetes/bin/nvidia/deepep", "gce": "/opt/deepep"}
 ENTRYPOINT = "run.sh"
@@ -97,14 +95,7 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
 
 
 def _script_files() -> dict[str, str]:
-    files = {
-        "run.sh": (SCRIPTS_DIR / "run.sh").read_text(),
-        "lib.sh": (SCRIPTS_DIR / "lib.sh").read_text(),
-    }
-    for i, phase in enumerate(PHASES, start=1):
-        rel = f"phases/{i:02d}-{phase}.sh"
-        files[rel] = (SCRIPTS_DIR / rel).read_text()
-    return files
+    return payload.installer_files(PHASES)
 
 
 def _q(value: object) -> str:

@@ -1,0 +1,142 @@
+"""What DeepEP's tests and the runner print: one regular expression per kind of line, units, and
+the known failures with their fixes (docs/troubleshooting.md). Stdlib only: shipped next to run_bench.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+TESTS = ("nccl", "intranode", "low-latency", "internode")
+DEEPEP_TESTS = ("intranode", "low-latency", "internode")
+
+_N = r"[-+]?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|inf|nan)"
+_TAG_SPLIT = re.compile(r"(?=\[(?:rank \d+|config|layout|testing|tuning|nccl)\] )")
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+
+RE_CONFIG = re.compile(r"^\[config\] (?P<body>\w+=\d+(?:, \w+=\d+)*)$")
+RE_LAYOUT = re.compile(rf"^\[layout\] Kernel performance: (?P<ms>{_N}) ms$")
+RE_CASE = re.compile(
+    r"^\[testing\] Running with (?P<dtype>BF16|FP8), (?P<topk>with|without) top-k "
+    r"\(async=(?P<async>True|False), previous=(?P<previous>True|False)\) \.\.\.(?P<rest>.*)$"
+)
+# Intranode: "[tuning] SMs 24, NVL chunk 4: 287.42 GB/s (NVL), avg_t: 405.99 us" (chunk may be "default").
+# From 1.2.1+29d31c0 (the default ref) the sweep line drops "avg_t: ": "... 287.42 GB/s (NVL), 405.99 us".
+RE_INTRA_SWEEP = re.compile(
+    rf"^\[tuning\] SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+|default): (?P<nvl_bw>{_N}) GB/s \(NVL\), "
+    rf"(?:avg_t: )?(?P<t>{_N}) us$"
+)
+RE_INTRA_BEST_DISPATCH = re.compile(
+    rf"^\[tuning\] Best dispatch \((?P<dtype>FP8|BF16)\): SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), "
+    rf"(?P<nvl_bw>{_N}) GB/s \(NVL\), t: (?P<t>{_N}) us$"
+)
+RE_INTRA_BEST_COMBINE = re.compile(
+    rf"^\[tuning\] Best combine: SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+): (?P<nvl_bw>{_N}) GB/s \(NVL\), "
+    rf"t: (?P<t>{_N}) us$"
+)
+# Internode, v1.2.1: "SMs S, NVL chunk N, RDMA chunk R, transmit: T us, notify: U us, BW: A GB/s (RDMA), B GB/s (NVL)";
+# older builds (the GKE seed's sample) and 1.2.1+29d31c0 again: "SMs S, NVL chunk N, RDMA chunk R: U + T us,
+# A GB/s (RDMA), B GB/s (NVL)" and, for the best combine, "RDMA chunk R, U + T us, ...".
+_INTER_BODY = (
+    rf"SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), RDMA chunk (?P<rdma>\d+)"
+    rf"(?:, transmit: (?P<t>{_N}) us, notify: (?P<notify>{_N}) us, BW: "
+    rf"|[:,] (?P<notify_old>{_N}) \+ (?P<t_old>{_N}) us, )"
+    rf"(?P<rdma_bw>{_N}) GB/s \(RDMA\), (?P<nvl_bw>{_N}) GB/s \(NVL\)$"
+)
+RE_INTER_SWEEP = re.compile(r"^\[tuning\] " + _INTER_BODY)
+RE_INTER_BEST = re.compile(r"^\[tuning\] Best (?P<op>dispatch|combine)(?: \((?P<dtype>FP8|BF16)\))?: " + _INTER_BODY)
+RE_LL_BOTH = re.compile(
+    rf"^\[rank (?P<rank>\d+)\] Dispatch \+ combine bandwidth: (?P<bw>{_N}) GB/s, avg_t=(?P<avg>{_N}) us, "
+    rf"min_t=(?P<min>{_N}) us, max_t=(?P<max>{_N}) us$"
+)
+RE_LL_SPLIT = re.compile(
+    rf"^\[rank (?P<rank>\d+)\] Dispatch bandwidth: (?P<d_bw>{_N}) GB/s, avg_t=(?P<d_t>{_N}) us \| "
+    rf"Combine bandwidth: (?P<c_bw>{_N}) GB/s, avg_t=(?P<c_t>{_N}) us$"
+)
+RE_LL_SENDRECV = re.compile(
+    rf"^\[rank (?P<rank>\d+)\] Dispatch send/recv time: (?P<d_send>{_N}) \+ (?P<d_recv>{_N}) us \| "
+    rf"Combine send/recv time: (?P<c_send>{_N}) \+ (?P<c_recv>{_N}) us$"
+)
+RE_ALLOC = re.compile(rf"^Allocating buffer size: (?P<mb>{_N}) MB \.\.\.$")
+RE_SEED = re.compile(r"^Testing with seed (?P<seed>\d+) \.\.\.$")
+RE_REF_HASH = re.compile(r"^ref_hash=-?\d+$")
+# This runner's NCCL all-to-all check (run_bench.py prints exactly these).
+RE_NCCL = re.compile(
+    rf"^\[nccl\] all-to-all: ranks (?P<ranks>\d+), size (?P<bytes>\d+) B per rank, avg_t: (?P<t>{_N}) us, "
+    rf"algbw: (?P<algbw>{_N}) GB/s, busbw: (?P<busbw>{_N}) GB/s$"
+)
+RE_NCCL_CHECK = re.compile(r"^\[nccl\] all-to-all check: (?P<result>passed|FAILED.*)$")
+RE_NCCL_INFO = re.compile(r"^\[nccl\] (?:backend|init|env)\b.*$")
+RE_RUNNER = re.compile(r"^\[runner\] (?P<what>begin|end|result|info|env|error) ?(?P<body>.*)$")
+RE_KNOWN_TAG = re.compile(r"^\[(?:rank \d+|config|layout|testing|tuning|nccl)\]")
+
+# Lines that mean the run broke, whatever else it printed.
+RE_ERROR = re.compile(
+    r"(?:^Traceback \(most recent call last\):"
+    r"|^(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)"
+    r"|DeepEP error:|CUDA error:|NCCL error|terminate called after throwing"
+    r"|process \d+ terminated with (?:exit code|signal)"
+    r"|Segmentation fault|core dumped|Killed$)"
+)
+RE_WARNING = re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|init failed for transport")
+
+UNITS = {
+    "nvl_bw": "GB/s",
+    "rdma_bw": "GB/s",
+    "bw": "GB/s",
+    "algbw": "GB/s",
+    "busbw": "GB/s",
+    "time": "us",
+    "notify": "us",
+    "avg_t": "us",
+    "min_t": "us",
+    "max_t": "us",
+    "send": "us",
+    "recv": "us",
+    "kernel": "ms",
+    "buffer": "MB",
+    "size": "B",
+}
+
+# Failures the seed reports hit, by what the log shows, with the fix that worked there. A failed run
+# whose log matches gets the fix added to its reasons (a passed run is never failed by these).
+KNOWN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"timeout \(dispatch CPU\)|num_recv_tokens: -1"),
+        "internode dispatch timed out: DeepEP was built against PyTorch's NVSHMEM, not the IBGDA build "
+        "(seed 001 problem 8): nvshmemSource=source, and the build log must say 'NVSHMEM path: <root>/nvshmem'",
+    ),
+    (
+        re.compile(r"NVSHMEM device library version does not match"),
+        "two NVSHMEM copies loaded (seed 001 problem 5): run with the installer's env file, which preloads "
+        "the source build's libnvshmem_host.so.3 over PyTorch's",
+    ),
+    (
+        re.compile(r"named symbol not found"),
+        "DeepEP was compiled for another GPU arch (seed 001 problem 7): rebuild with TORCH_CUDA_ARCH_LIST=10.0 "
+        "on B200 (the installer's deepep phase does: run.sh --redo deepep)",
+    ),
+    (
+        re.compile(r"IBVERBS_PRIVATE_\d+' not found|IBVERBS_PRIVATE_\d+ not found"),
+        "libibverbs and libmlx5 come from different rdma-core releases (seed 003): use the env file's "
+        "RDMAV_DRIVERS/LD_LIBRARY_PATH from one install, never the image's and DOCA's mixed",
+    ),
+    (
+        re.compile(r"Failed to initialize any NET plugin|NET/\w+ : .*mismatch|shim.*mismatch", re.IGNORECASE),
+        "NCCL found no usable network plugin (seed 003): on GKE the gIB plugin must match NCCL; without it "
+        "unset NCCL_NET and let NCCL use IB verbs",
+    ),
+    (
+        re.compile(r"couldn't load driver 'libmlx5|unable to load driver.*mlx5", re.IGNORECASE),
+        "the mlx5 verbs provider did not load (seed 003): the env file's RDMAV_DRIVERS must point at the "
+        "provider of the same rdma-core as libibverbs",
+    ),
+)
+
+
+def known_failure_hints(lines: Iterable[str]) -> list[str]:
+    """The fix of every known failure the lines show, each once, in table order."""
+    text = "\n".join(lines)
+    return [f"known failure: {fix}" for pattern, fix in KNOWN_FAILURES if pattern.search(text)]
+
+
+# What one rank of the low-latency test prints: every rank must print all of these.

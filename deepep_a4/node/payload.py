@@ -1,0 +1,43 @@
+"""What ships to a node, byte for byte: the one list both platforms take their node files from.
+
+The Pulumi program reads these files from the installed package (never from a path outside it) and
+places them on the node: the installer in one folder (`installer`), the benchmark runner with the
+parser and the shared names flat in another (`runner`, imported as plain modules there), and the
+GCE stage next to the runner. Stdlib only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+NODE_DIR = Path(__file__).resolve().parent
+
+# Runner side: every Python file of bench/ (the runner and its parser, however they are split) plus the
+# shared names, which the runner imports as `names` when the files lie flat in one folder.
+RUNNER_GLOB = "bench/*.py"
+RUNNER_EXTRA = ("names.py",)
+GCE_STAGE = "gce/bench_stage.py"
+
+
+def _read(rel: str) -> str:
+    return (NODE_DIR / rel).read_text()
+
+
+def runner_files() -> dict[str, str]:
+    """file name -> text of what the benchmark runner needs next to it on a node."""
+    files = {p.name: p.read_text() for p in sorted(NODE_DIR.glob(RUNNER_GLOB)) if p.name != "__init__.py"}
+    files.update({Path(rel).name: _read(rel) for rel in RUNNER_EXTRA})
+    return files
+
+
+def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
+    """path under the installer folder -> text: run.sh, lib.sh and one file per phase, in order."""
+    files = {"run.sh": _read("install/run.sh"), "lib.sh": _read("install/lib.sh")}
+    for i, phase in enumerate(phases, start=1):
+        rel = f"phases/{i:02d}-{phase}.sh"
+        files[rel] = _read(f"install/{rel}")
+    return files
+
+
+def gce_stage_file() -> str:
+    return _read(GCE_STAGE)
