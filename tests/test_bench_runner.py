@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from deepep_a4 import config
 from deepep_a4.node.bench import run_bench
+from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
@@ -262,3 +264,26 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str], env: dict[str, str
     rc, out = run(tmp_path, "--skip-nccl-check", *args, env=env)
     assert rc == 2
     assert message in out
+
+
+def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
+    from deepep_a4.node.bench.settings import RunnerSettings
+
+    s = RunnerSettings(processes=4, intranode_tokens=2048, timeout_minutes=45)
+    assert RunnerSettings.from_env(s.to_env()) == s
+    assert RunnerSettings.from_env({}) == RunnerSettings()
+    with pytest.raises(ValueError, match=r"BENCH_HIDDEN='x' is not a whole number"):
+        RunnerSettings.from_env({"BENCH_HIDDEN": "x"})
+    with pytest.raises(ValueError, match=r"BENCH_TOPK='0' must be above 0"):
+        RunnerSettings.from_env({"BENCH_TOPK": "0"})
+
+
+def test_both_platforms_hand_the_runner_the_same_settings() -> None:
+    from deepep_a4.program import gce_bench, gke_workloads
+    from tests.conftest import stack_config
+
+    cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200", intranodeTokens="2048")), "gke-b200")
+    gke = {e["name"]: e["value"] for e in gke_workloads.bench_env(cfg, "intranode") if e["name"].startswith("BENCH_")}
+    gce = gce_bench.bench_settings(cfg, [])["runnerEnv"]
+    assert {k: v for k, v in gke.items() if k != "BENCH_TESTS"} == gce
+    assert gce["BENCH_INTRANODE_TOKENS"] == "2048"

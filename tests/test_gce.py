@@ -111,10 +111,11 @@ def test_rank_world_size_master_and_bench_metadata(gce_plan: plan_engine.PlanRes
         assert bench["peers"] == [
             {"rank": i, "name": f"{cfg.name_prefix}-vm-{i}", "ip": ip} for i, ip in enumerate(gce.host_ips(cfg))
         ]
-        args = bench["runnerArgs"]
-        assert args[args.index("--intranode-tokens") + 1] == "2048"  # the stack's sizes, not the defaults
-        assert args[args.index("--internode-experts") + 1] == "256"
-        assert args[args.index("--processes") + 1] == "8"
+        env = bench["runnerEnv"]  # the runner's BENCH_* contract, the same variables GKE's Jobs get
+        assert env["BENCH_INTRANODE_TOKENS"] == "2048"  # the stack's sizes, not the defaults
+        assert env["BENCH_INTERNODE_EXPERTS"] == "256"
+        assert env["BENCH_PROCESSES"] == "8"
+        assert bench["runnerArgs"] == ["--deepep-dir", gce_bench.DEEPEP_DIR, "--env-file", gce_bench.ENV_FILE]
 
 
 def test_run_id_is_stable_and_follows_versions_and_sizes() -> None:

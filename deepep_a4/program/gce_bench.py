@@ -26,6 +26,7 @@ from typing import Any
 from deepep_a4.config import StackConfig
 from deepep_a4.node import payload
 from deepep_a4.program import installer
+from deepep_a4.program.bench_settings import runner_settings
 
 INSTALL_ROOT = "/opt/deepep"
 GCE_DIR = f"{INSTALL_ROOT}/gce"
@@ -67,22 +68,8 @@ def run_id(cfg: StackConfig) -> str:
 
 
 def runner_args(cfg: StackConfig) -> list[str]:
-    """The benchmark runner's arguments (scripts/bench/run_bench.py), from the stack's benchmark settings."""
-    b = cfg.benchmarks
-    return [
-        "--deepep-dir", DEEPEP_DIR,
-        "--env-file", ENV_FILE,
-        "--processes", str(b.processes),
-        "--hidden", str(b.hidden),
-        "--topk", str(b.topk),
-        "--intranode-tokens", str(b.intranode.tokens),
-        "--intranode-experts", str(b.intranode.experts),
-        "--low-latency-tokens", str(b.low_latency.tokens),
-        "--low-latency-experts", str(b.low_latency.experts),
-        "--internode-tokens", str(b.internode.tokens),
-        "--internode-experts", str(b.internode.experts),
-        "--timeout-minutes", str(b.timeout_minutes),
-    ]  # fmt: skip
+    """Where the runner finds DeepEP and the installer's environment; the test settings travel in `runnerEnv`."""
+    return ["--deepep-dir", DEEPEP_DIR, "--env-file", ENV_FILE]
 
 
 def peer_wait_seconds(cfg: StackConfig) -> int:
@@ -95,6 +82,7 @@ def bench_settings(cfg: StackConfig, peers: list[dict[str, Any]]) -> dict[str, A
     return {
         "tests": list(cfg.benchmarks.tests),
         "runnerArgs": runner_args(cfg),
+        "runnerEnv": runner_settings(cfg).to_env(),
         "runner": f"{GCE_DIR}/bench/run_bench.py",
         "python": ["python3"],
         "testPythons": list(TEST_PYTHONS),

@@ -60,6 +60,7 @@ from deepep_a4.config import StackConfig
 from deepep_a4.node import payload
 from deepep_a4.program import artifacts, installer
 from deepep_a4.program import gke_pod_security as security
+from deepep_a4.program.bench_settings import runner_settings
 from deepep_a4.program.gke_nodepool import GPU_TAINT_KEY, GPU_TAINT_VALUE, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
 
 NAMESPACE = "deepep-a4"
@@ -408,7 +409,6 @@ exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {DEEPEP_DIR} --gib-dir {GI
 
 
 def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
-    b = cfg.benchmarks
     env: list[dict[str, Any]] = [
         # Where GKE's device plugin mounts the driver's userspace (what CUDA images put in their ENV, and
         # seed 003's Job: lib64, then lib).
@@ -416,16 +416,7 @@ def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
         {"name": "PATH", "value": f"{GPU_PLUGIN_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
         {"name": "HOME", "value": "/tmp"},  # noqa: S108 - an emptyDir; the root file system is read-only
         {"name": "BENCH_TESTS", "value": test},
-        {"name": "BENCH_PROCESSES", "value": str(b.processes)},
-        {"name": "BENCH_HIDDEN", "value": str(b.hidden)},
-        {"name": "BENCH_TOPK", "value": str(b.topk)},
-        {"name": "BENCH_INTRANODE_TOKENS", "value": str(b.intranode.tokens)},
-        {"name": "BENCH_INTRANODE_EXPERTS", "value": str(b.intranode.experts)},
-        {"name": "BENCH_LOW_LATENCY_TOKENS", "value": str(b.low_latency.tokens)},
-        {"name": "BENCH_LOW_LATENCY_EXPERTS", "value": str(b.low_latency.experts)},
-        {"name": "BENCH_INTERNODE_TOKENS", "value": str(b.internode.tokens)},
-        {"name": "BENCH_INTERNODE_EXPERTS", "value": str(b.internode.experts)},
-        {"name": "BENCH_TIMEOUT_MINUTES", "value": str(b.timeout_minutes)},
+        *({"name": k, "value": v} for k, v in runner_settings(cfg).to_env().items()),
     ]
     if test == "internode":
         env += [

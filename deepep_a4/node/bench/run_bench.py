@@ -40,8 +40,10 @@ from typing import Any, TextIO
 
 try:  # run from the repository (tests) or from the directory the files were shipped to (pods, VMs)
     from deepep_a4.node.bench import parse as bench_parse
+    from deepep_a4.node.bench.settings import RunnerSettings
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     import parse as bench_parse  # type: ignore[no-redef]
+    from settings import RunnerSettings  # type: ignore[no-redef]
 
 DEEPEP_SCRIPTS = {
     "intranode": "test_intranode.py",
@@ -406,19 +408,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--gib-dir", default=e("GIB_DIR", "/usr/local/gib"), help="where the gIB NCCL plugin would be")
     ap.add_argument("--results-dir", default=e("BENCH_RESULTS_DIR", "bench-results"))
     ap.add_argument("--python", default=e("BENCH_PYTHON", sys.executable), help="python that runs the tests")
-    ap.add_argument("--processes", type=int, default=int(e("BENCH_PROCESSES", "8")), help="GPUs per node")
-    ap.add_argument("--hidden", type=int, default=int(e("BENCH_HIDDEN", "7168")))
-    ap.add_argument("--topk", type=int, default=int(e("BENCH_TOPK", "8")))
-    ap.add_argument("--intranode-tokens", type=int, default=int(e("BENCH_INTRANODE_TOKENS", "4096")))
-    ap.add_argument("--intranode-experts", type=int, default=int(e("BENCH_INTRANODE_EXPERTS", "256")))
-    ap.add_argument("--low-latency-tokens", type=int, default=int(e("BENCH_LOW_LATENCY_TOKENS", "128")))
-    ap.add_argument("--low-latency-experts", type=int, default=int(e("BENCH_LOW_LATENCY_EXPERTS", "288")))
-    ap.add_argument("--internode-tokens", type=int, default=int(e("BENCH_INTERNODE_TOKENS", "4096")))
-    ap.add_argument("--internode-experts", type=int, default=int(e("BENCH_INTERNODE_EXPERTS", "256")))
+    try:
+        s = RunnerSettings.from_env(os.environ)
+    except ValueError as err:  # a bad BENCH_* variable: a usage error, like a bad flag
+        ap.error(str(err))
+    ap.add_argument("--processes", type=int, default=s.processes, help="GPUs per node")
+    ap.add_argument("--hidden", type=int, default=s.hidden)
+    ap.add_argument("--topk", type=int, default=s.topk)
+    ap.add_argument("--intranode-tokens", type=int, default=s.intranode_tokens)
+    ap.add_argument("--intranode-experts", type=int, default=s.intranode_experts)
+    ap.add_argument("--low-latency-tokens", type=int, default=s.low_latency_tokens)
+    ap.add_argument("--low-latency-experts", type=int, default=s.low_latency_experts)
+    ap.add_argument("--internode-tokens", type=int, default=s.internode_tokens)
+    ap.add_argument("--internode-experts", type=int, default=s.internode_experts)
     ap.add_argument("--intranode-args", default=e("BENCH_INTRANODE_ARGS", ""), help="extra arguments, shell-quoted")
     ap.add_argument("--low-latency-args", default=e("BENCH_LOW_LATENCY_ARGS", ""))
     ap.add_argument("--internode-args", default=e("BENCH_INTERNODE_ARGS", ""))
-    ap.add_argument("--timeout-minutes", type=float, default=float(e("BENCH_TIMEOUT_MINUTES", "30")))
+    ap.add_argument("--timeout-minutes", type=float, default=s.timeout_minutes)
     ap.add_argument("--skip-nccl-check", action="store_true", default=e("BENCH_SKIP_NCCL_CHECK", "") == "1")
     ap.add_argument("--nccl-sizes-mb", default=e("BENCH_NCCL_SIZES_MB", "16,256"), help="all-to-all sizes per rank")
     ap.add_argument("--nccl-iters", type=int, default=int(e("BENCH_NCCL_ITERS", "20")))

@@ -84,6 +84,7 @@ class Settings:
     run_id: str
     tests: tuple[str, ...]
     runner_args: tuple[str, ...]
+    runner_env: dict[str, str]
     peers: tuple[Peer, ...]
     peer_wait_s: int
     poll_s: float = 20.0
@@ -104,6 +105,7 @@ class Settings:
             run_id=attrs["deepep-run-id"],
             tests=tuple(bench["tests"]),
             runner_args=tuple(bench["runnerArgs"]),
+            runner_env={str(k): str(v) for k, v in bench.get("runnerEnv", {}).items()},
             peers=tuple(Peer(p["rank"], p["name"], p["ip"]) for p in bench["peers"]),
             peer_wait_s=int(bench["peerWaitSeconds"]),
             poll_s=float(bench.get("pollSeconds", 20)),
@@ -279,6 +281,7 @@ class Stage:
         results = Path(self.s.results_dir) / self.s.run_id / test
         results.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")}
+        env.update(self.s.runner_env)  # the stack's test settings (the runner's BENCH_* contract)
         env.update(env_extra)
         argv = self.runner_argv(test, results)
         say(f"{test}: {' '.join(argv)}")

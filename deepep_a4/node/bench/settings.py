@@ -1,0 +1,60 @@
+"""The benchmark settings a stack gives the runner: one contract, one set of defaults, both platforms.
+
+The Pulumi program serialises a stack's benchmark settings with `to_env()`; GKE puts the variables in the
+benchmark Jobs' environment, GCE in the `deepep-bench` metadata that the stage hands to the runner's
+environment. The runner reads them back with `from_env()`. Stdlib only: shipped next to run_bench.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """DeepEP test arguments per node; the defaults are DeepEP's own test defaults (tests/test_*.py)."""
+
+    processes: int = 8
+    hidden: int = 7168
+    topk: int = 8
+    intranode_tokens: int = 4096
+    intranode_experts: int = 256
+    low_latency_tokens: int = 128
+    low_latency_experts: int = 288
+    internode_tokens: int = 4096
+    internode_experts: int = 256
+    timeout_minutes: float = 30
+
+    @staticmethod
+    def variable(field_name: str) -> str:
+        return "BENCH_" + field_name.upper()
+
+    def to_env(self) -> dict[str, str]:
+        """BENCH_<FIELD> -> value, in field order; whole numbers without a decimal point."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            out[self.variable(f.name)] = str(value)
+        return out
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RunnerSettings:
+        """The settings in `env`, defaults for the variables it lacks; ValueError names a bad variable."""
+        values: dict[str, int | float] = {}
+        for f in fields(cls):
+            name = cls.variable(f.name)
+            text = env.get(name, "").strip()
+            if not text:
+                continue
+            kind = float if f.type in ("float", float) else int
+            try:
+                value = kind(text)
+            except ValueError:
+                raise ValueError(f"{name}={text!r} is not a {'number' if kind is float else 'whole number'}") from None
+            if value <= 0:
+                raise ValueError(f"{name}={text!r} must be above 0")
+            values[f.name] = value
+        return cls(**values)  # pyright: ignore[reportArgumentType]

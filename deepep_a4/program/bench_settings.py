@@ -1,0 +1,22 @@
+"""A stack's benchmark settings in the runner's contract (deepep_a4/node/bench/settings.py)."""
+
+from __future__ import annotations
+
+from deepep_a4.config import StackConfig
+from deepep_a4.node.bench.settings import RunnerSettings
+
+
+def runner_settings(cfg: StackConfig) -> RunnerSettings:
+    b = cfg.benchmarks
+    return RunnerSettings(
+        processes=b.processes,
+        hidden=b.hidden,
+        topk=b.topk,
+        intranode_tokens=b.intranode.tokens,
+        intranode_experts=b.intranode.experts,
+        low_latency_tokens=b.low_latency.tokens,
+        low_latency_experts=b.low_latency.experts,
+        internode_tokens=b.internode.tokens,
+        internode_experts=b.internode.experts,
+        timeout_minutes=b.timeout_minutes,
+    )
