@@ -279,11 +279,11 @@ def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
 
 
 def test_both_platforms_hand_the_runner_the_same_settings() -> None:
-    from deepep_a4.program import gce_bench, gke_workloads
+    from deepep_a4.program import gce_bench, gke_bench
     from tests.conftest import stack_config
 
     cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200", intranodeTokens="2048")), "gke-b200")
-    gke = {e["name"]: e["value"] for e in gke_workloads.bench_env(cfg, "intranode") if e["name"].startswith("BENCH_")}
+    gke = {e["name"]: e["value"] for e in gke_bench.bench_env(cfg, "intranode") if e["name"].startswith("BENCH_")}
     gce = gce_bench.bench_settings(cfg, [])["runnerEnv"]
     assert {k: v for k, v in gke.items() if k != "BENCH_TESTS"} == gce
     assert gce["BENCH_INTRANODE_TOKENS"] == "2048"

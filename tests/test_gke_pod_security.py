@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deepep_a4 import config
+from deepep_a4.program import gke_bench
 from deepep_a4.program import gke_pod_security as security
-from deepep_a4.program import gke_workloads as gw
 from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 from tests.test_gke_workloads import JOB, STACK, Built, build
@@ -81,7 +81,7 @@ def test_host_network_makes_the_rdma_pods_privileged_and_says_why() -> None:
         name = job.inputs["metadata"]["name"]
         skips = skipped_checks(job.inputs["metadata"]["annotations"])
         assert "podNetworking=hostNetwork" in skips["CKV_K8S_19"]
-        assert ("CKV_K8S_16" in skips) == (name != gw.job_name("intranode"))
+        assert ("CKV_K8S_16" in skips) == (name != gke_bench.job_name("intranode"))
 
 
 def test_rdma_tests_are_exactly_the_ones_that_use_nvshmem() -> None:

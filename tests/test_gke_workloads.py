@@ -19,8 +19,8 @@ import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
 from deepep_a4 import config
-from deepep_a4.program import artifacts
-from deepep_a4.program import gke_workloads as gw
+from deepep_a4.node import payload
+from deepep_a4.program import artifacts, gke_bench, gke_installer, gke_objects, gke_workloads
 from deepep_a4.program.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
 from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, plan, stack_config
@@ -98,7 +98,7 @@ class Built:
         return next(r for r in self.resources if r.urn == urn)
 
     def job(self, test: str) -> dict[str, Any]:
-        return next(r.inputs for r in self.of(JOB) if r.inputs["metadata"]["name"] == gw.job_name(test))
+        return next(r.inputs for r in self.of(JOB) if r.inputs["metadata"]["name"] == gke_bench.job_name(test))
 
 
 def build(network_names: list[str] | None = RDMA, **overrides: Any) -> Built:
@@ -113,7 +113,7 @@ def build(network_names: list[str] | None = RDMA, **overrides: Any) -> Built:
     def program() -> Any:
         provider = k8s.Provider("test-k8s", kubeconfig="{}")
         pool = pulumi.CustomResource("test:index:NodePool", "test-pool", {})
-        out = gw.build_gke_workloads(cfg, provider, node_pool=pool, network_names=network_names)
+        out = gke_workloads.build_gke_workloads(cfg, provider, node_pool=pool, network_names=network_names)
         return pulumi.Output.from_input(out).apply(outputs.update)
 
     program()
@@ -150,7 +150,7 @@ def test_every_kubernetes_object_uses_the_explicit_provider_and_sits_under_the_c
         assert r.provider.startswith(host.one("pulumi:providers:kubernetes").urn + "::"), r.name
         assert host.by_urn(r.parent).type.startswith("deepep-a4:gke:"), r.name
     namespaced = [r for r in k8s_objects if not r.type.split(":")[-1].startswith(("Cluster", "Namespace"))]
-    assert {r.inputs["metadata"]["namespace"] for r in namespaced} == {gw.NAMESPACE}
+    assert {r.inputs["metadata"]["namespace"] for r in namespaced} == {gke_objects.NAMESPACE}
 
 
 def test_namespace_waits_for_the_node_pool_and_declares_privileged(host: Built) -> None:
@@ -172,16 +172,16 @@ def test_outputs_name_the_jobs_and_the_version_set(host: Built) -> None:
 
 
 def test_installer_configmap_carries_the_rendered_installer_and_the_init_script(host: Built) -> None:
-    files = gw.installer_files(host.cfg)
-    assert gw.INSTALLER_ENTRY in files
+    files = gke_installer.installer_files(host.cfg)
+    assert gke_objects.INSTALLER_ENTRY in files
     cm = next(r for r in host.of(CM) if "daemonset-init.sh" in r.inputs["data"])
     data = cm.inputs["data"]
-    assert data["daemonset-init.sh"] == gw.init_script()
+    assert data["daemonset-init.sh"] == payload.gke_installer_init()
     for path, text in files.items():
         assert data[path.replace("/", "__")] == text
     items = {i["key"]: i["path"] for i in ds_pod(host)["spec"]["volumes"][2]["configMap"]["items"]}
     assert items == {k.replace("/", "__"): k for k in files} | {"daemonset-init.sh": "daemonset-init.sh"}
-    assert host.files["gke/installer-daemonset/init.sh"] == gw.init_script()
+    assert host.files["gke/installer-daemonset/init.sh"] == payload.gke_installer_init()
 
 
 def test_installer_init_container_is_privileged_with_host_pid_and_host_root(host: Built) -> None:
@@ -195,8 +195,10 @@ def test_installer_init_container_is_privileged_with_host_pid_and_host_root(host
     assert volumes["host-root"]["hostPath"] == {"path": "/", "type": "Directory"}
     assert mounts["installer"]["readOnly"] is True
     # The script enters the host's namespaces through PID 1 and runs the entry point there.
-    script = gw.init_script()
-    assert f"nsenter --target 1 --mount --uts --ipc --net --pid -- bash {gw.INSTALL_ROOT}/installer/run.sh" in script
+    script = payload.gke_installer_init()
+    assert 'nsenter --target 1 --mount --uts --ipc --net --pid -- bash "$r/installer/$INSTALLER_ENTRY"' in script
+    env = {e["name"]: e.get("value") for e in init["env"]}
+    assert env["INSTALL_ROOT"] == gke_objects.INSTALL_ROOT and env["INSTALLER_ENTRY"] == "run.sh"
 
 
 def test_only_the_init_container_is_privileged(host: Built) -> None:
@@ -259,13 +261,14 @@ def test_rbac_allows_exactly_get_and_patch_on_nodes_for_the_installer_account(ho
     role_name = host.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").state["metadata"]["name"]
     assert binding.inputs["roleRef"]["name"] == role_name
     assert binding.inputs["subjects"] == [
-        {"kind": "ServiceAccount", "name": gw.INSTALLER_NAME, "namespace": "deepep-a4"}
+        {"kind": "ServiceAccount", "name": gke_objects.INSTALLER_NAME, "namespace": "deepep-a4"}
     ]
-    assert ds_pod(host)["spec"]["serviceAccountName"] == gw.INSTALLER_NAME
+    assert ds_pod(host)["spec"]["serviceAccountName"] == gke_objects.INSTALLER_NAME
     assert binding.urn in host.one(DS).deps
     # The node label it sets is the version hash.
-    assert f'\\"{gw.INSTALLED_LABEL}\\":\\"$VERSIONS_HASH\\"' in gw.init_script()
-    assert "/api/v1/nodes/$NODE_NAME" in gw.init_script()
+    init_env = {e["name"]: e.get("value") for e in ds_pod(host)["spec"]["initContainers"][0]["env"]}
+    assert init_env["INSTALLED_LABEL"] == gke_objects.INSTALLED_LABEL
+    assert "/api/v1/nodes/$NODE_NAME" in payload.gke_installer_init()
 
 
 def test_a_changed_version_set_changes_the_pod_template(host: Built) -> None:
@@ -273,7 +276,7 @@ def test_a_changed_version_set_changes_the_pod_template(host: Built) -> None:
     assert other.outputs["installedVersionsHash"] != host.outputs["installedVersionsHash"]
     before, after = ds_pod(host), ds_pod(other)
     assert before != after
-    assert after["metadata"]["annotations"][gw.VERSIONS_ANNOTATION] == other.outputs["installedVersionsHash"]
+    assert after["metadata"]["annotations"][gke_objects.VERSIONS_ANNOTATION] == other.outputs["installedVersionsHash"]
     # Benchmark settings are not part of the version set: the DaemonSet stays.
     assert ds_pod(build(intranodeTokens=2048)) == before
 
@@ -289,7 +292,7 @@ def run_init(tmp_path, installer_rc: int, status: dict[str, Any] | None) -> tupl
     (cm / "run.sh").write_text(f"exit {installer_rc}\n")
     stubs = tmp_path / "bin"
     stubs.mkdir()
-    state = root / gw.STATE_DIR.lstrip("/")
+    state = root / gke_objects.STATE_DIR.lstrip("/")
     (stubs / "nsenter").write_text(
         "#!/bin/bash\n"
         "while [[ $1 != -- ]]; do shift; done; shift\n"
@@ -307,14 +310,16 @@ def run_init(tmp_path, installer_rc: int, status: dict[str, Any] | None) -> tupl
     (sa / "ca.crt").write_text("ca")
     (sa / "token").write_text("token")
     script = (
-        gw.init_script()
+        payload.gke_installer_init()
         .replace("host=/host", f"host={root}")
         .replace("/installer/..data", str(cm))
         .replace("sa=/var/run/secrets/kubernetes.io/serviceaccount", f"sa={sa}")
     )
+    # Exactly what the DaemonSet sets (but the node name, which Kubernetes fills in).
+    daemonset_env = {e["name"]: e["value"] for e in gke_installer.init_env("00112233aabbccdd") if "value" in e}
     env = {
+        **daemonset_env,
         "PATH": f"{stubs}:/usr/bin:/bin",
-        "VERSIONS_HASH": "00112233aabbccdd",
         "NODE_NAME": "node-a",
         "KUBERNETES_SERVICE_HOST": "10.8.0.1",
         "KUBERNETES_SERVICE_PORT": "443",
@@ -324,9 +329,9 @@ def run_init(tmp_path, installer_rc: int, status: dict[str, Any] | None) -> tupl
 
 
 def test_init_waits_for_the_reboot_on_exit_75(tmp_path) -> None:
-    proc, state = run_init(tmp_path, gw.REBOOT_EXIT, {"ready": False})
+    proc, state = run_init(tmp_path, gke_objects.REBOOT_EXIT, {"ready": False})
     assert "scheduled a reboot" in proc.stdout
-    assert (tmp_path / "slept").read_text().split() == [str(gw.REBOOT_WAIT_SECONDS)]
+    assert (tmp_path / "slept").read_text().split() == [str(gke_objects.REBOOT_WAIT_SECONDS)]
     assert proc.returncode == 1 and "did not reboot" in proc.stderr  # only if the node stayed up
     assert not (state / "installed-hash").exists() and not (tmp_path / "curl.log").exists()
 
@@ -359,7 +364,10 @@ SHELLCHECK = shutil.which("shellcheck", path=f"{plan_engine.ROOT / '.venv/bin'}:
 @pytest.mark.skipif(SHELLCHECK is None, reason="no shellcheck")
 def test_init_and_bench_scripts_pass_shellcheck(tmp_path) -> None:
     exe = str(SHELLCHECK)
-    for name, text in {"init.sh": gw.init_script(), "bench.sh": "#!/bin/bash\n" + gw.bench_command()[2]}.items():
+    for name, text in {
+        "init.sh": payload.gke_installer_init(),
+        "bench.sh": "#!/bin/bash\n" + gke_bench.bench_command()[2],
+    }.items():
         f = tmp_path / name
         f.write_text(text)
         proc = subprocess.run(
@@ -395,9 +403,9 @@ def test_internode_is_an_indexed_job_over_every_node_with_a_headless_service() -
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
     pod = spec["template"]
-    assert pod["spec"]["subdomain"] == gw.INTERNODE_SERVICE
+    assert pod["spec"]["subdomain"] == gke_objects.INTERNODE_SERVICE
     svc = b.one("kubernetes:core/v1:Service").inputs
-    assert svc["metadata"]["name"] == gw.INTERNODE_SERVICE and svc["spec"]["clusterIP"] == "None"
+    assert svc["metadata"]["name"] == gke_objects.INTERNODE_SERVICE and svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
     assert all(pod["metadata"]["labels"][k] == v for k, v in svc["spec"]["selector"].items())
     env = env_of(job)
@@ -405,8 +413,8 @@ def test_internode_is_an_indexed_job_over_every_node_with_a_headless_service() -
     assert env["RANK"] == {
         "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
     }
-    assert env["MASTER_ADDR"] == f"deepep-internode-0.{gw.INTERNODE_SERVICE}.deepep-a4.svc.cluster.local"
-    assert env["MASTER_PORT"] == str(gw.MASTER_PORT)
+    assert env["MASTER_ADDR"] == f"deepep-internode-0.{gke_objects.INTERNODE_SERVICE}.deepep-a4.svc.cluster.local"
+    assert env["MASTER_PORT"] == str(gke_objects.MASTER_PORT)
     # One pod per node.
     [term] = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["topologyKey"] == "kubernetes.io/hostname"
@@ -492,7 +500,7 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             spec = j.inputs["spec"]["template"]["spec"]
             assert not spec.get("hostPID") and not spec.get("hostIPC")
             host_paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-            assert host_paths == {gw.HOST_NVIDIA, gw.GIB_HOST_DIR}
+            assert host_paths == {gke_objects.HOST_NVIDIA, gke_objects.GIB_HOST_DIR}
             [c] = spec["containers"]
             mounts = {m["name"]: m for m in c["volumeMounts"]}
             assert mounts["install-root"]["readOnly"] is True and mounts["gib"]["readOnly"] is True
@@ -514,7 +522,7 @@ def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) 
     assert c["image"] == host.cfg.gke.container_image == "ubuntu:24.04"
     script = c["command"][2]
     assert c["command"][:2] == ["bash", "-c"]
-    assert f"set -a; . {gw.ENV_FILE}; set +a" in script
+    assert f"set -a; . {gke_objects.ENV_FILE}; set +a" in script
     assert "unset TORCH_NCCL_USE_COMM_NONBLOCKING" in script
     assert not re.search(r"\b(apt|apt-get|pip|pip3|curl|wget|git)\b", script)
     assert "--env-file" not in script  # sourced once, inherited by the runner
@@ -526,7 +534,7 @@ def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) 
     }
     assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"  # seed 003
     # The gIB plugin folder is mounted where the runner looks for it.
-    assert f"--gib-dir {gw.GIB_DIR}" in script
+    assert f"--gib-dir {gke_objects.GIB_DIR}" in script
 
 
 def test_bench_command_runs_the_runner_with_the_env_file_and_no_torch_nccl_nonblocking(tmp_path) -> None:
@@ -539,7 +547,11 @@ def test_bench_command_runs_the_runner_with_the_env_file_and_no_torch_nccl_nonbl
     python = tmp_path / "python"
     python.write_text(f'#!/bin/bash\nenv > "{tmp_path}/env.$#"; echo "$@" > "{tmp_path}/argv.$#"\n')
     python.chmod(0o755)
-    script = gw.bench_command()[2].replace(gw.ENV_FILE, str(env_file)).replace(gw.DEEPEP_PYTHON, str(python))
+    script = (
+        gke_bench.bench_command()[2]
+        .replace(gke_objects.ENV_FILE, str(env_file))
+        .replace(gke_objects.DEEPEP_PYTHON, str(python))
+    )
     env = {
         "PATH": "/usr/bin:/bin",
         "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
@@ -551,12 +563,12 @@ def test_bench_command_runs_the_runner_with_the_env_file_and_no_torch_nccl_nonbl
     assert runner_env["DEEPEP_ROOT"] == "/r" and "TORCH_NCCL_USE_COMM_NONBLOCKING" not in runner_env
     assert runner_env["LD_LIBRARY_PATH"] == "/r/lib:/usr/local/nvidia/lib64"
     argv = (tmp_path / "argv.7").read_text().split()
-    assert argv[0] == f"{gw.RUNNER_DIR}/run_bench.py" and "--results-dir" in argv
+    assert argv[0] == f"{gke_objects.RUNNER_DIR}/run_bench.py" and "--results-dir" in argv
     # A node without the env file: the runner's usage error, which fails the Job at once.
     missing = subprocess.run(
-        ["bash", "-c", gw.bench_command()[2]], env=env, capture_output=True, text=True, check=False
+        ["bash", "-c", gke_bench.bench_command()[2]], env=env, capture_output=True, text=True, check=False
     )
-    assert missing.returncode == gw.RUNNER_USAGE_EXIT and "is missing" in missing.stdout
+    assert missing.returncode == gke_objects.RUNNER_USAGE_EXIT and "is missing" in missing.stdout
 
 
 def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> None:
@@ -569,19 +581,24 @@ def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> 
         assert spec["template"]["spec"]["restartPolicy"] == "Never"
         rules = spec["podFailurePolicy"]["rules"]
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-        assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [gw.RUNNER_USAGE_EXIT]
+        assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [gke_objects.RUNNER_USAGE_EXIT]
         assert spec["activeDeadlineSeconds"] > 2 * host.cfg.benchmarks.timeout_minutes * 60
 
 
 def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host: Built) -> None:
-    installed = ds_pod(host)["metadata"]["annotations"][gw.VERSIONS_ANNOTATION]
+    installed = ds_pod(host)["metadata"]["annotations"][gke_objects.VERSIONS_ANNOTATION]
     assert installed == host.outputs["installedVersionsHash"]
     for j in host.of(JOB):
         spec = j.inputs["spec"]["template"]["spec"]
         # the label the installer puts on a node once this version set is installed there
-        assert spec["nodeSelector"] == {NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE, gw.INSTALLED_LABEL: installed}
+        assert spec["nodeSelector"] == {
+            NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE,
+            gke_objects.INSTALLED_LABEL: installed,
+        }
         assert spec["tolerations"] == ds_pod(host)["spec"]["tolerations"]
-        assert gw.job_name(j.inputs["metadata"]["labels"][gw.TEST_LABEL]) == j.inputs["metadata"]["name"]
+        assert (
+            gke_bench.job_name(j.inputs["metadata"]["labels"][gke_objects.TEST_LABEL]) == j.inputs["metadata"]["name"]
+        )
 
 
 def test_runner_configmap_ships_the_runner_and_parser(host: Built) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from deepep_a4.policy import rules
-from deepep_a4.program import gke_workloads
+from deepep_a4.program import gke_objects
 from deepep_a4.tools import plan_engine
 from tests.conftest import plan
 
@@ -149,7 +149,7 @@ def test_open_firewall(props: dict[str, Any], violates: bool) -> None:
 
 
 def test_privileged_only_in_the_installer_namespace() -> None:
-    assert rules.INSTALLER_NAMESPACE == gke_workloads.NAMESPACE  # the pack cannot import the program
+    assert rules.INSTALLER_NAMESPACE == gke_objects.NAMESPACE  # the pack cannot import the program
     assert rules.privileged_only_in_installer_namespace(*pod_template("DaemonSet", "deepep-a4", True)) == []
     assert rules.privileged_only_in_installer_namespace(*pod_template("Deployment", "apps", False)) == []
     [msg] = rules.privileged_only_in_installer_namespace(*pod_template("DaemonSet", "kube-system", True))

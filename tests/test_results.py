@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from deepep_a4 import config
-from deepep_a4.node.bench import baselines as bl
 from deepep_a4.tools import report as results
+from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report import sources as report_sources
 from tests.conftest import ROOT
 
@@ -130,7 +130,7 @@ class FakeCoreV1:
 
 
 def test_kubernetes_source_reads_every_benchmark_pod() -> None:
-    from deepep_a4.program import gke_workloads as gw
+    from deepep_a4.program import gke_objects
 
     api = FakeCoreV1(
         {
@@ -140,8 +140,8 @@ def test_kubernetes_source_reads_every_benchmark_pod() -> None:
     )
     src = results.KubernetesSource("deepep-a4", core_v1=api)
     rep = results.analyze(src.items(), 0.5, [src.describe()])
-    assert api.calls[0] == ("list", ("deepep-a4", gw.BENCH_SELECTOR))
-    assert ("log", ("deepep-internode-0-abcde", "deepep-a4", gw.BENCH_CONTAINER)) in api.calls
+    assert api.calls[0] == ("list", ("deepep-a4", gke_objects.BENCH_SELECTOR))
+    assert ("log", ("deepep-internode-0-abcde", "deepep-a4", gke_objects.BENCH_CONTAINER)) in api.calls
     assert [r.origin for r in rep.runs] == ["deepep-internode-0-abcde", "deepep-internode-1-fghij"]
     assert rep.runs[0].meta["index"] == "0"
     assert not rep.passed  # node 1 shows the single-NIC trap

@@ -79,6 +79,9 @@ INSTALLED_LABEL = f"{PROJECT}/installed"
 VERSIONS_ANNOTATION = f"{PROJECT}/versions-hash"
 NODE_POOL_LABEL_KEY = f"{PROJECT}/node-pool"
 NODE_POOL_LABEL_VALUE = "a4"
+# GKE taints GPU nodes with this (NoSchedule); the A4 pool declares it, the installer and bench pods tolerate it.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
 SYSTEM_POOL_NAME = "system"
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 SYSTEM_NODE_COUNT = 1

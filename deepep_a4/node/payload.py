@@ -41,3 +41,11 @@ def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
 
 def gce_stage_file() -> str:
     return _read(GCE_STAGE)
+
+
+GKE_INSTALLER_INIT = "gke/installer-init.sh"
+
+
+def gke_installer_init() -> str:
+    """The GKE installer DaemonSet's init-container script (its values come in as environment variables)."""
+    return _read(GKE_INSTALLER_INIT)

@@ -21,12 +21,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deepep_a4.config import StackConfig
+from deepep_a4.node import names
 from deepep_a4.program.network import NicNetwork
 
-NODE_POOL_LABEL_KEY = "deepep-a4/node-pool"
-NODE_POOL_LABEL_VALUE = "a4"
-GPU_TAINT_KEY = "nvidia.com/gpu"
-GPU_TAINT_VALUE = "present"
+NODE_POOL_LABEL_KEY = names.NODE_POOL_LABEL_KEY
+NODE_POOL_LABEL_VALUE = names.NODE_POOL_LABEL_VALUE
+GPU_TAINT_KEY = names.GPU_TAINT_KEY
+GPU_TAINT_VALUE = names.GPU_TAINT_VALUE
 GPU_TAINT_EFFECT = "NO_SCHEDULE"  # NoSchedule in Kubernetes spelling
 
 # Every project role the nodes hold. Later issues add theirs here, explicitly.
@@ -43,9 +44,9 @@ NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
-SYSTEM_POOL_NAME = "system"
-SYSTEM_MACHINE_TYPE = "e2-standard-4"
-SYSTEM_NODE_COUNT = 1
+SYSTEM_POOL_NAME = names.SYSTEM_POOL_NAME
+SYSTEM_MACHINE_TYPE = names.SYSTEM_MACHINE_TYPE
+SYSTEM_NODE_COUNT = names.SYSTEM_NODE_COUNT
 
 
 def service_account_id(name_prefix: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from deepep_a4.config import StackConfig
-from deepep_a4.program.gke_nodepool import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
+from deepep_a4.node.names import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"

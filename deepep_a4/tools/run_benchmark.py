@@ -362,7 +362,7 @@ class GkeProbe:
         return self._apis
 
     def installed(self, outputs: dict[str, Any]) -> Progress:
-        from deepep_a4.program.gke_workloads import INSTALLER_NAME, NAMESPACE
+        from deepep_a4.node.names import INSTALLER_NAME, NAMESPACE
 
         apps, _ = self._kube(outputs)
         ds = apps.read_namespaced_daemon_set(INSTALLER_NAME, outputs.get("benchNamespace") or NAMESPACE)
@@ -371,7 +371,7 @@ class GkeProbe:
         return Progress(ready, self.cfg.node_count, [], f"{scheduled} scheduled")
 
     def benchmarks(self, outputs: dict[str, Any]) -> Progress:
-        from deepep_a4.program.gke_workloads import NAMESPACE
+        from deepep_a4.node.names import NAMESPACE
 
         _, batch = self._kube(outputs)
         jobs = dict(outputs.get("benchJobs") or {})
@@ -384,7 +384,7 @@ class GkeProbe:
         return Progress(done, len(jobs), failed)
 
     def collect(self, outputs: dict[str, Any], out: Path) -> int:
-        from deepep_a4.program.gke_workloads import NAMESPACE
+        from deepep_a4.node.names import NAMESPACE
 
         ns = outputs.get("benchNamespace") or NAMESPACE
         self._kube(outputs)

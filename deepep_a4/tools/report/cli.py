@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             namespace = args.namespace or stack_output(args.stack, "benchNamespace")
             specs = [f"k8s:{namespace or ''}"]
     if args.namespace is None and any(s.startswith("k8s:") for s in specs):
-        from deepep_a4.program.gke_workloads import NAMESPACE
+        from deepep_a4.node.names import NAMESPACE
 
         args.namespace = NAMESPACE
     gate = DEFAULT_GATE_RATIO if gate is None else gate

@@ -115,7 +115,7 @@ class KubernetesSource:
         core_v1: Any = None,
         kubeconfig_label: str | None = None,
     ):
-        from deepep_a4.program.gke_workloads import BENCH_CONTAINER, BENCH_SELECTOR
+        from deepep_a4.node.names import BENCH_CONTAINER, BENCH_SELECTOR
 
         self.namespace = namespace
         self.kubeconfig = kubeconfig

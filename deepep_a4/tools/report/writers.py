@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from deepep_a4.node.bench import baselines as bl
 from deepep_a4.node.bench import parse as bp
+from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report.analysis import FIELD_LABEL, Report, Row, Run
 
 # -- sweeps and plots --------------------------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""Names, labels, host paths and sizes of the Kubernetes objects of the GKE workloads, and two helpers.
+
+Names both sides agree on (labels the tools select by, install paths, exit codes) come from
+deepep_a4/node/names.py; what only the Kubernetes objects use is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+
+from deepep_a4.node import names
+
+NAMESPACE = names.NAMESPACE
+PART_OF = {names.PART_OF_LABEL: names.PROJECT, "app.kubernetes.io/managed-by": "pulumi"}
+INSTALLER_NAME = names.INSTALLER_NAME
+INSTALLER_LABELS = {**PART_OF, "app.kubernetes.io/name": INSTALLER_NAME}
+BENCH_COMPONENT = names.BENCH_COMPONENT
+BENCH_LABELS = {**PART_OF, names.COMPONENT_LABEL: BENCH_COMPONENT}
+BENCH_SELECTOR = names.BENCH_SELECTOR
+BENCH_CONTAINER = names.BENCH_CONTAINER
+TEST_LABEL = names.TEST_LABEL
+INSTALLED_LABEL = names.INSTALLED_LABEL
+VERSIONS_ANNOTATION = names.VERSIONS_ANNOTATION
+INTERNODE_SERVICE = "deepep-internode"
+MASTER_PORT = names.MASTER_PORT
+VERBS_PROVIDER_DIR = "/usr/lib/x86_64-linux-gnu/libibverbs"
+
+NODE_SELECTOR = {names.NODE_POOL_LABEL_KEY: names.NODE_POOL_LABEL_VALUE}
+GPU_TOLERATION = {
+    "key": names.GPU_TAINT_KEY,
+    "operator": "Equal",
+    "value": names.GPU_TAINT_VALUE,
+    "effect": "NoSchedule",
+}
+
+# Where the GKE installer puts everything on the host: under /home/kubernetes/bin/nvidia, which GKE's
+# device plugin also mounts into GPU containers as /usr/local/nvidia.
+HOST_NVIDIA = names.GKE_HOST_NVIDIA
+_PATHS = names.install_paths("gke")
+INSTALL_ROOT = _PATHS["root"]
+STATE_DIR = _PATHS["state"]
+STATUS_FILE = _PATHS["status"]
+ENV_FILE = _PATHS["env"]
+DEEPEP_DIR = _PATHS["deepep"]
+DEEPEP_PYTHON = _PATHS["python"]
+GPU_PLUGIN_DIR = names.GKE_PLUGIN_NVIDIA
+GIB_HOST_DIR = "/home/kubernetes/bin/gib"
+GIB_DIR = "/usr/local/gib"
+RUNNER_DIR = "/opt/deepep-bench"
+RESULTS_DIR = "/results"
+
+# Container resources. The bench pod owns the node (8 GPUs, 224 vCPUs, ~3.9 TiB): a request that reserves
+# room for 8 ranks and their proxy threads, a memory limit far above what a test uses (~10 GiB a rank).
+BENCH_RESOURCES = {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"memory": "512Gi"}}
+DSHM_SIZE = "250Gi"
+INSTALLER_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
+
+# A cold install (DOCA-OFED, driver, CUDA, NVSHMEM from source, DeepEP) took 20-25 min on a GKE node
+# without the reboot; two hours covers the reboot, slow mirrors and a source NVSHMEM build.
+INSTALL_TIMEOUT_SECONDS = 2 * 3600
+INSTALLER_ENTRY = "run.sh"
+REBOOT_EXIT = names.EXIT_REBOOT
+REBOOT_WAIT_SECONDS = 900  # a scheduled reboot that has not come by then is retried
+JOB_TTL_SECONDS = 3 * 24 * 3600
+JOB_BACKOFF_LIMIT = 2
+RUNNER_USAGE_EXIT = names.EXIT_USAGE
+
+
+def k8s_spec(spec: dict[str, Any]) -> Any:
+    """A nested spec as a plain dict (the SDK's snake_case input dicts); pyright cannot match such literals
+    to the SDK's TypedDicts, so they pass as Any."""
+    return spec
+
+
+def child_opts(parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
+    """A child of a workloads component: it takes the component's Kubernetes provider from its parent."""
+    return pulumi.ResourceOptions(parent=parent, **kw)
+
+
+def depends_of(opts: pulumi.ResourceOptions | None) -> list[Any]:
+    """The component's own depends_on, for the children that must wait too (Pulumi does not pass it on)."""
+    after = opts.depends_on if opts is not None else None
+    if after is None:
+        return []
+    return list(after) if isinstance(after, Sequence) else [after]
