@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from deepep_a4 import config
+from deepep_a4.node import payload
 from deepep_a4.program import gce, gce_bench
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
@@ -257,8 +258,11 @@ def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: 
         assert vm["inputs"]["metadata"]["startup-script"] == script
         assert "metadataStartupScript" not in vm["inputs"]  # changing that one recreates the VM
     assert installer in script
-    at_install = script.index("bash '/opt/deepep/gce/install.sh'")
-    assert script.index(installer) < at_install < script.index("exec python3 '/opt/deepep/gce/bench_stage.py'")
+    assert "GCE_DIR=/opt/deepep/gce\n" in script
+    at_install = script.index('bash "$GCE_DIR/install.sh"')
+    assert script.index(installer) < at_install < script.index('exec python3 "$GCE_DIR/bench_stage.py"')
+    # The logic is the shipped file, byte for byte, after the rendered values and files.
+    assert script.endswith(payload.gce_startup_script().partition("\n")[2])
     for rel, text in gce_bench.shipped_files().items():
         assert text in script, rel
     assert "bench/run_bench.py" in gce_bench.shipped_files()
@@ -277,10 +281,11 @@ def test_startup_script_carries_the_stacks_versions() -> None:
 def test_gdrdrv_is_checked_after_every_boot_only_with_the_cpu_handler() -> None:
     gpu = gce_bench.render_startup_script(cfg_of())
     cpu = gce_bench.render_startup_script(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
-    assert "ensure_gdrdrv" not in gpu
+    assert "\nCPU_NIC_HANDLER=0\n" in gpu
+    assert "\nCPU_NIC_HANDLER=1\n" in cpu
     assert "mknod /dev/gdrdrv c" in cpu
-    assert cpu.index("if ! ensure_gdrdrv") < cpu.index("exec python3 '/opt/deepep/gce/bench_stage.py'")
-    assert cpu.index("bash '/opt/deepep/gce/install.sh'") < cpu.index("if ! ensure_gdrdrv")
+    check = cpu.index('if [ "$CPU_NIC_HANDLER" = 1 ] && ! ensure_gdrdrv')
+    assert cpu.index('bash "$GCE_DIR/install.sh"') < check < cpu.index('exec python3 "$GCE_DIR/bench_stage.py"')
 
 
 @pytest.mark.parametrize("handler", ["gpu", "cpu"])

@@ -49,3 +49,11 @@ GKE_INSTALLER_INIT = "gke/installer-init.sh"
 def gke_installer_init() -> str:
     """The GKE installer DaemonSet's init-container script (its values come in as environment variables)."""
     return _read(GKE_INSTALLER_INIT)
+
+
+GCE_STARTUP = "gce/startup.sh"
+
+
+def gce_startup_script() -> str:
+    """The GCE startup script's logic; its values and the files it writes are put in front of it."""
+    return _read(GCE_STARTUP)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from typing import Any
 
 from deepep_a4.config import StackConfig
@@ -107,76 +108,27 @@ def _heredoc(path: str, text: str, mode: str) -> str:
     return f"install -d -m 0755 \"$(dirname '{path}')\"\ncat > '{path}' <<'{tag}'\n{body}{tag}\nchmod {mode} '{path}'\n"
 
 
-GDRDRV_CHECK = r"""
-# Seed 000 §7: after any reboot gdrdrv must be loaded again and /dev/gdrdrv recreated, or the cpu NIC
-# handler fails with "NVSHMEM_IBGDA_NIC_HANDLER=cpu requires GDRCopy". The installer's boot unit does
-# this at boot; this is the check before the benchmarks, and the repair if the unit did not run.
-ensure_gdrdrv() {
-  if ! grep -qw gdrdrv /proc/devices; then
-    if ! modprobe gdrdrv 2>/dev/null; then
-      ko="$(find /opt/deepep /lib/modules/"$(uname -r)" -name gdrdrv.ko -print -quit 2>/dev/null || true)"
-      if [ -z "$ko" ] || ! insmod "$ko"; then
-        echo "[gce] error: gdrdrv is not loaded and no gdrdrv.ko was found (the installer's gdrcopy phase builds it)"
-        return 1
-      fi
-    fi
-  fi
-  major="$(awk '$2 == "gdrdrv" { print $1 }' /proc/devices)"
-  if [ ! -c /dev/gdrdrv ] || [ "$(stat -c '%t' /dev/gdrdrv)" != "$(printf '%x' "$major")" ]; then
-    rm -f /dev/gdrdrv
-    mknod /dev/gdrdrv c "$major" 0
-  fi
-  chmod 0666 /dev/gdrdrv
-  echo "[gce] gdrdrv loaded (major $major), /dev/gdrdrv present"
-}
-"""
-
-
 def render_startup_script(cfg: StackConfig) -> str:
-    """The whole `startup-script` metadata value of every VM of the stack."""
-    installer_text = installer_script(cfg)
-    cpu_handler = cfg.nvshmem.nic_handler == "cpu"
-    parts = [
-        "#!/bin/bash\n",
-        f"# deepep-a4 GCE startup script, stack {cfg.stack}: runs on every boot of every VM of the stack.\n",
-        "# 1. writes the installer, the benchmark runner and the stage; 2. installs (resumes at the installer's\n",
-        "# markers, may reboot once); 3. checks gdrdrv (cpu NIC handler); 4. runs the benchmarks (resumes too).\n",
-        "# Rendered by components/gce_bench.py; per-VM values come from metadata (deepep-rank, ...).\n",
-        "set -Euo pipefail\n",
-        "umask 022\n",
-        f"install -d -m 0755 '{GCE_DIR}' '{RESULTS_DIR}' \"$(dirname '{STARTUP_LOG}')\"\n",
-        f"exec > >(tee -a '{STARTUP_LOG}') 2>&1\n",
-        'echo "[gce] boot $(date -u +%FT%TZ) $(hostname): startup script begins"\n',
-        "\n# -- files ------------------------------------------------------------------------------------\n",
-        _heredoc(f"{GCE_DIR}/install.sh", installer_text, "0755"),
-    ]
-    for rel, text in shipped_files().items():
-        parts.append(_heredoc(f"{GCE_DIR}/{rel}", text, "0644"))
-    parts.append(GDRDRV_CHECK if cpu_handler else "")
-    parts.append(
-        "\n# -- install ----------------------------------------------------------------------------------\n"
-        f"export DEEPEP_GCE_STARTUP_LOG='{STARTUP_LOG}'\n"
-        f"if bash '{GCE_DIR}/install.sh'; then rc=0; else rc=$?; fi\n"
-        "# The installer reboots the VM once (DOCA-OFED, PeerMappingOverride) and then exits\n"
-        f"# {INSTALLER_REBOOT_EXIT}: not a failure; this script starts again at the next boot and the installer\n"
-        "# resumes there.\n"
-        f'if [ "$rc" -eq {INSTALLER_REBOOT_EXIT} ] ||\n'
-        '  [ "$(systemctl is-system-running 2>/dev/null || true)" = stopping ]; then\n'
-        '  echo "[gce] a reboot is under way: the startup script resumes after it"\n'
-        "  exit 0\n"
-        "fi\n"
-        'if [ "$rc" -ne 0 ]; then\n'
-        '  echo "[gce] the installer failed (exit $rc): see above; it resumes at the failed phase on the next boot"\n'
-        f"  python3 '{GCE_DIR}/bench_stage.py' --install-failed \"$rc\" || true\n"
-        '  exit "$rc"\n'
-        "fi\n"
+    """The whole `startup-script` metadata value of every VM: values and files in front of startup.sh."""
+    values = {
+        "GCE_DIR": GCE_DIR,
+        "RESULTS_DIR": RESULTS_DIR,
+        "STARTUP_LOG": STARTUP_LOG,
+        "EXIT_REBOOT": str(INSTALLER_REBOOT_EXIT),
+        "CPU_NIC_HANDLER": "1" if cfg.nvshmem.nic_handler == "cpu" else "0",
+    }
+    files = [_heredoc(f"{GCE_DIR}/install.sh", installer_script(cfg), "0755")]
+    files += [_heredoc(f"{GCE_DIR}/{rel}", text, "0644") for rel, text in shipped_files().items()]
+    body = payload.gce_startup_script()
+    shebang, _, rest = body.partition("\n")
+    return "".join(
+        [
+            shebang + "\n",
+            f"# stack {cfg.stack}: values and files rendered by deepep_a4/program/gce_bench.py\n",
+            *(f"{k}={shlex.quote(v)}\n" for k, v in values.items()),
+            "write_files() {\n",
+            *files,
+            "}\n",
+            rest,
+        ]
     )
-    if cpu_handler:
-        parts.append(
-            f"if ! ensure_gdrdrv; then\n  python3 '{GCE_DIR}/bench_stage.py' --install-failed 1 || true\n  exit 1\nfi\n"
-        )
-    parts.append(
-        "\n# -- benchmarks -------------------------------------------------------------------------------\n"
-        f"exec python3 '{GCE_DIR}/bench_stage.py'\n"
-    )
-    return "".join(parts)
