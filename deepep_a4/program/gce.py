@@ -28,6 +28,7 @@ import pulumi_gcp as gcp
 
 from deepep_a4.config import GCE_FIRST_HOST_OFFSET, StackConfig
 from deepep_a4.program.network import A4Network, NicNetwork
+from deepep_a4.program.options import depends_of
 
 # Host addresses start here in the host subnet (GCE keeps the first two for itself; config checks the room).
 FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
@@ -106,7 +107,6 @@ class GceA4FleetArgs:
     service_account: gcp.serviceaccount.Account
     # Metadata every VM gets besides the startup script and its rank keys (bucket, run id, bench).
     common_metadata: dict[str, pulumi.Input[str]] = field(default_factory=dict)
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
 
     @staticmethod
     def from_config(
@@ -115,7 +115,6 @@ class GceA4FleetArgs:
         startup_script: str,
         service_account: gcp.serviceaccount.Account,
         common_metadata: Mapping[str, pulumi.Input[str]] | None = None,
-        depends_on: list[pulumi.Resource] | None = None,
     ) -> GceA4FleetArgs:
         return GceA4FleetArgs(
             name_prefix=cfg.name_prefix,
@@ -138,7 +137,6 @@ class GceA4FleetArgs:
             startup_script=startup_script,
             service_account=service_account,
             common_metadata=dict(common_metadata or {}),
-            depends_on=list(depends_on or []),
         )
 
     def name(self, suffix: str) -> str:
@@ -268,7 +266,7 @@ class GceA4Fleet(pulumi.ComponentResource):
         ]
 
         # Fixed names: a change that replaces a VM must delete the old one first (GPUs are scarce too).
-        vm_opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=args.depends_on)
+        vm_opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=depends_of(opts))
         self.instances = []
         for i in range(n):
             metadata: dict[str, pulumi.Input[str]] = {
@@ -332,22 +330,27 @@ class GceA4Fleet(pulumi.ComponentResource):
         return pulumi.Output.all(*[vm.network_interfaces.apply(rdma) for vm in self.instances])
 
 
+@dataclass(frozen=True)
+class GceResultsBucketArgs:
+    bucket_name: str
+    location: str
+    writer: gcp.serviceaccount.Account  # the VMs' service account, the one account that may use the bucket
+    labels: dict[str, str]
+
+    @staticmethod
+    def from_config(cfg: StackConfig, writer: gcp.serviceaccount.Account) -> GceResultsBucketArgs:
+        return GceResultsBucketArgs(bucket_name(cfg.name_prefix, cfg.project), cfg.region, writer, cfg.labels)
+
+
 class GceResultsBucket(pulumi.ComponentResource):
     """A private, per-stack bucket for benchmark results; only the VMs' service account may use it."""
 
     bucket: gcp.storage.Bucket
     grant: gcp.storage.BucketIAMMember
 
-    def __init__(
-        self,
-        name: str,
-        bucket_name: str,
-        location: str,
-        writer: gcp.serviceaccount.Account,
-        labels: dict[str, str],
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: GceResultsBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gce:GceResultsBucket", name, None, opts)
+        bucket_name, location, writer, labels = args.bucket_name, args.location, args.writer, args.labels
         child = pulumi.ResourceOptions(parent=self)
         self.bucket = gcp.storage.Bucket(
             name,

@@ -13,6 +13,7 @@ from deepep_a4.program.gce import (
     GceA4Fleet,
     GceA4FleetArgs,
     GceResultsBucket,
+    GceResultsBucketArgs,
     bucket_name,
     host_ips,
     instance_name,
@@ -32,7 +33,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
 
     sa = vm_service_account("gce-vms", cfg.name_prefix, gcp_opts)
     bucket = bucket_name(cfg.name_prefix, cfg.project)
-    results = GceResultsBucket("gce-results", bucket, cfg.region, sa, cfg.labels, gcp_opts)
+    results = GceResultsBucket("gce-results", GceResultsBucketArgs.from_config(cfg, sa), gcp_opts)
 
     script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
     if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
@@ -52,8 +53,9 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     }
     fleet = GceA4Fleet(
         "gce",
-        GceA4FleetArgs.from_config(cfg, network, script, sa, common, depends_on=[results.grant]),
-        gcp_opts,
+        GceA4FleetArgs.from_config(cfg, network, script, sa, common),
+        # The VMs write results from their first boot: the bucket grant comes first.
+        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant])),
     )
 
     zone_project = f"--zone {cfg.zone} --project {cfg.project}"

@@ -38,10 +38,12 @@ class GkeClusterArgs:
     public_endpoint: bool
     authorized_networks: tuple[str, ...]
     deletion_protection: bool
+    network: A4Network
 
     @staticmethod
-    def from_config(cfg: StackConfig) -> GkeClusterArgs:
+    def from_config(cfg: StackConfig, network: A4Network) -> GkeClusterArgs:
         return GkeClusterArgs(
+            network=network,
             name=cfg.name("gke"),
             project=cfg.project,
             region=cfg.region,
@@ -99,8 +101,9 @@ class GkeCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, name: str, args: GkeClusterArgs, network: A4Network, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:Cluster", name, None, opts)
+        network = args.network
         child = pulumi.ResourceOptions(parent=self)
 
         authorized = None

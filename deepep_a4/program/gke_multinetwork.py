@@ -38,21 +38,22 @@ def network_objects(name_prefix: str, additional_networks: Sequence[NicNetwork])
     return [NetworkObject(key, f"{name_prefix}-{key}", mode, nic) for key, mode, nic in keyed]
 
 
+@dataclass(frozen=True)
+class GkeMultiNetworkArgs:
+    name_prefix: str
+    additional_networks: Sequence[NicNetwork]
+
+
 class GkeMultiNetwork(pulumi.ComponentResource):
-    """The GKENetworkParamSet and Network objects of every additional NIC, through the given provider."""
+    """The GKENetworkParamSet and Network objects of every additional NIC; the children take the cluster's
+    Kubernetes provider from `opts` (providers) through their parent."""
 
     param_sets: list[k8s.apiextensions.CustomResource]
     networks: list[k8s.apiextensions.CustomResource]
 
-    def __init__(
-        self,
-        name: str,
-        name_prefix: str,
-        additional_networks: Sequence[NicNetwork],
-        provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: GkeMultiNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:MultiNetwork", name, None, opts)
+        name_prefix, additional_networks = args.name_prefix, args.additional_networks
         self.objects = network_objects(name_prefix, additional_networks)
         self.param_sets = []
         self.networks = []
@@ -63,7 +64,7 @@ class GkeMultiNetwork(pulumi.ComponentResource):
                 kind="GKENetworkParamSet",
                 metadata={"name": obj.name},
                 spec={"vpc": obj.nic.network.name, "vpcSubnet": obj.nic.subnetwork.name, "deviceMode": obj.device_mode},
-                opts=pulumi.ResourceOptions(parent=self, provider=provider),
+                opts=pulumi.ResourceOptions(parent=self),
             )
             network = k8s.apiextensions.CustomResource(
                 f"{name}-{obj.key}",
@@ -74,7 +75,7 @@ class GkeMultiNetwork(pulumi.ComponentResource):
                     "type": "Device",
                     "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": obj.name},
                 },
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[params]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[params]),
             )
             self.param_sets.append(params)
             self.networks.append(network)

@@ -54,14 +54,25 @@ def service_account_id(name_prefix: str) -> str:
     return f"{name_prefix[:24].rstrip('-')}-nodes"
 
 
+@dataclass(frozen=True)
+class NodeServiceAccountArgs:
+    project: str
+    name_prefix: str
+
+    @staticmethod
+    def from_config(cfg: StackConfig) -> NodeServiceAccountArgs:
+        return NodeServiceAccountArgs(cfg.project, cfg.name_prefix)
+
+
 class NodeServiceAccount(pulumi.ComponentResource):
     """The GKE nodes' service account and its project roles (NODE_ROLES, nothing else)."""
 
     account: gcp.serviceaccount.Account
     grants: list[gcp.projects.IAMMember]
 
-    def __init__(self, name: str, project: str, name_prefix: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:NodeServiceAccount", name, None, opts)
+        project, name_prefix = args.project, args.name_prefix
         child = pulumi.ResourceOptions(parent=self)
         self.account = gcp.serviceaccount.Account(
             name,
@@ -112,10 +123,21 @@ class A4NodePoolArgs:
     gpu_driver: str
     version: str
     resource_labels: dict[str, str]
+    cluster: gcp.container.Cluster
+    service_account: NodeServiceAccount
+    additional_networks: Sequence[NicNetwork]
 
     @staticmethod
-    def from_config(cfg: StackConfig) -> A4NodePoolArgs:
+    def from_config(
+        cfg: StackConfig,
+        cluster: gcp.container.Cluster,
+        service_account: NodeServiceAccount,
+        additional_networks: Sequence[NicNetwork],
+    ) -> A4NodePoolArgs:
         return A4NodePoolArgs(
+            cluster=cluster,
+            service_account=service_account,
+            additional_networks=additional_networks,
             location=cfg.region,
             zone=cfg.zone,
             machine_type=cfg.machine_type,
@@ -172,16 +194,9 @@ class A4NodePool(pulumi.ComponentResource):
 
     pool: gcp.container.NodePool
 
-    def __init__(
-        self,
-        name: str,
-        args: A4NodePoolArgs,
-        cluster: gcp.container.Cluster,
-        service_account: NodeServiceAccount,
-        additional_networks: Sequence[NicNetwork],
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: A4NodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:A4NodePool", name, None, opts)
+        cluster, service_account, additional_networks = args.cluster, args.service_account, args.additional_networks
         node_capacity, pool_capacity = capacity_settings(args)
         placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if args.placement == "compact" else None
         local_ssd = (
@@ -256,22 +271,30 @@ class A4NodePool(pulumi.ComponentResource):
         self.register_outputs({"name": self.pool.name})
 
 
+@dataclass(frozen=True)
+class SystemNodePoolArgs:
+    cluster: gcp.container.Cluster
+    location: str
+    zone: str
+    service_account: NodeServiceAccount
+    resource_labels: dict[str, str]
+
+    @staticmethod
+    def from_config(
+        cfg: StackConfig, cluster: gcp.container.Cluster, service_account: NodeServiceAccount
+    ) -> SystemNodePoolArgs:
+        return SystemNodePoolArgs(cluster, cfg.region, cfg.zone, service_account, cfg.labels)
+
+
 class SystemNodePool(pulumi.ComponentResource):
     """One small untainted node for the cluster's own pods (DNS, konnectivity, metrics)."""
 
     pool: gcp.container.NodePool
 
-    def __init__(
-        self,
-        name: str,
-        cluster: gcp.container.Cluster,
-        location: str,
-        zone: str,
-        service_account: NodeServiceAccount,
-        resource_labels: dict[str, str],
-        opts: pulumi.ResourceOptions | None = None,
-    ):
+    def __init__(self, name: str, args: SystemNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:SystemNodePool", name, None, opts)
+        cluster, location, zone = args.cluster, args.location, args.zone
+        service_account, resource_labels = args.service_account, args.resource_labels
         self.pool = gcp.container.NodePool(
             name,
             name=SYSTEM_POOL_NAME,

@@ -6,12 +6,14 @@ deepep_a4/node/names.py; what only the Kubernetes objects use is here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 
 from deepep_a4.node import names
+from deepep_a4.program.options import depends_of
+
+__all__ = ["depends_of"]  # re-exported for the workloads modules
 
 NAMESPACE = names.NAMESPACE
 PART_OF = {names.PART_OF_LABEL: names.PROJECT, "app.kubernetes.io/managed-by": "pulumi"}
@@ -78,11 +80,3 @@ def k8s_spec(spec: dict[str, Any]) -> Any:
 def child_opts(parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
     """A child of a workloads component: it takes the component's Kubernetes provider from its parent."""
     return pulumi.ResourceOptions(parent=parent, **kw)
-
-
-def depends_of(opts: pulumi.ResourceOptions | None) -> list[Any]:
-    """The component's own depends_on, for the children that must wait too (Pulumi does not pass it on)."""
-    after = opts.depends_on if opts is not None else None
-    if after is None:
-        return []
-    return list(after) if isinstance(after, Sequence) else [after]

@@ -13,28 +13,33 @@ import pulumi
 from deepep_a4.config import StackConfig
 from deepep_a4.program import gke_workloads
 from deepep_a4.program.gke_cluster import GkeCluster, GkeClusterArgs
-from deepep_a4.program.gke_multinetwork import GkeMultiNetwork
-from deepep_a4.program.gke_nodepool import A4NodePool, A4NodePoolArgs, NodeServiceAccount, SystemNodePool
+from deepep_a4.program.gke_multinetwork import GkeMultiNetwork, GkeMultiNetworkArgs
+from deepep_a4.program.gke_nodepool import (
+    A4NodePool,
+    A4NodePoolArgs,
+    NodeServiceAccount,
+    NodeServiceAccountArgs,
+    SystemNodePool,
+    SystemNodePoolArgs,
+)
 from deepep_a4.program.network import A4Network
 
 
 def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
-    cluster_args = GkeClusterArgs.from_config(cfg)
-    gke = GkeCluster("gke", cluster_args, network, gcp_opts)
-    nodes_sa = NodeServiceAccount("gke-nodes", cfg.project, cfg.name_prefix, gcp_opts)
-    system = SystemNodePool("gke-system", gke.cluster, cfg.region, cfg.zone, nodes_sa, cfg.labels, gcp_opts)
+    gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network), gcp_opts)
+    nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
+    system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
-        A4NodePoolArgs.from_config(cfg),
-        gke.cluster,
-        nodes_sa,
-        network.additional_networks,
+        A4NodePoolArgs.from_config(cfg, gke.cluster, nodes_sa, network.additional_networks),
         # NAT first: private nodes download drivers and wheels at boot.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat])),
     )
     multinet = GkeMultiNetwork(
-        "gke-net", cfg.name_prefix, network.additional_networks, gke.provider, pulumi.ResourceOptions()
+        "gke-net",
+        GkeMultiNetworkArgs(cfg.name_prefix, network.additional_networks),
+        pulumi.ResourceOptions(providers=[gke.provider]),
     )
     workloads = gke_workloads.build_gke_workloads(
         cfg, gke.provider, node_pool=a4.pool, network_names=multinet.rdma_network_names
