@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from deepep_a4 import upstream
+from deepep_a4 import provisioning, upstream
 
 PROJECT_NAME = "deepep-a4"
 
 PLATFORMS = ("gke", "gce")
-PROVISIONING_MODELS = ("spot", "reservation", "flex-start", "on-demand")
+PROVISIONING_MODELS = provisioning.NAMES
 PLACEMENTS = ("compact", "none")
 NVSHMEM_SOURCES = ("pip", "source")
 NIC_HANDLERS = ("gpu", "cpu")

@@ -9,7 +9,7 @@ import ipaddress
 import re
 from typing import Any
 
-from deepep_a4 import upstream
+from deepep_a4 import provisioning, upstream
 from deepep_a4.config.keys import BENCHMARK_TESTS, COMPACT_PLACEMENT_MAX_NODES, MACHINE_SHAPES, Problem
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
@@ -25,7 +25,6 @@ _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
 GCE_FIRST_HOST_OFFSET = 10
 _TTL_MAX_SECONDS = 120 * 24 * 3600
-_FLEX_START_MAX_SECONDS = 7 * 24 * 3600  # GCE's limit on a flex-start VM's max run duration
 
 
 def parse_ttl(text: str) -> int | None:
@@ -78,15 +77,21 @@ def check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
     except ValueError:
         problems.append(Problem("ttl", v["ttl"], "must be a duration such as 8h, 90m, 1d12h, or 'off'"))
     else:
-        if ttl is None and prov in ("spot", "flex-start"):
+        model = provisioning.MODELS.get(prov)
+        max_ttl = model.max_ttl_seconds if model else None
+        if ttl is None and model is not None and model.needs_ttl:
             problems.append(Problem("ttl", v["ttl"], f"{prov} capacity needs a bill cap: set a duration such as 8h"))
         elif ttl is not None and not 600 <= ttl <= _TTL_MAX_SECONDS:
             problems.append(Problem("ttl", v["ttl"], "must be between 10m and 120d"))
-        elif ttl is not None and prov == "flex-start" and ttl > _FLEX_START_MAX_SECONDS:
-            problems.append(Problem("ttl", v["ttl"], "flex-start capacity runs at most 7d: set 7d or less"))
-    if prov == "flex-start" and v["terminationAction"] != "DELETE":
+        elif ttl is not None and max_ttl is not None and ttl > max_ttl:
+            days = max_ttl // 86400
+            problems.append(Problem("ttl", v["ttl"], f"{prov} capacity runs at most {days}d: set {days}d or less"))
+    forced = provisioning.MODELS[prov].termination_action if prov in provisioning.MODELS else ""
+    if forced and v["terminationAction"] != forced:
         problems.append(
-            Problem("terminationAction", v["terminationAction"], "flex-start capacity is always deleted: use DELETE")
+            Problem(
+                "terminationAction", v["terminationAction"], f"{prov} capacity always ends with {forced}: use {forced}"
+            )
         )
     if v["bootDiskGb"] < 100 or v["bootDiskGb"] > 65536:
         problems.append(

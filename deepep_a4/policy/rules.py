@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepep_a4 import provisioning
+
 # The namespace of the installer DaemonSet (components.gke_workloads.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
 INSTALLER_NAMESPACE = "deepep-a4"
@@ -80,7 +82,7 @@ def a4_capacity_model(type_: str, props: Props) -> list[str]:
         sched = props.get("scheduling") or {}
         model = sched.get("provisioningModel")
         affinity = _get(props, "reservationAffinity", "type")
-        if model in ("SPOT", "FLEX_START", "RESERVATION_BOUND") or sched.get("preemptible") is True:
+        if model in provisioning.A4_GCE_MODELS or sched.get("preemptible") is True:
             return []
         if affinity == "SPECIFIC_RESERVATION":
             return []

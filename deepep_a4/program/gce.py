@@ -26,6 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from deepep_a4 import provisioning
 from deepep_a4.config import GCE_FIRST_HOST_OFFSET, StackConfig
 from deepep_a4.program.network import A4Network, NicNetwork
 from deepep_a4.program.options import depends_of
@@ -37,6 +38,7 @@ FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
 # (that needs storage.objects.delete) and cannot list; objectAdmin on this one bucket is the least
 # predefined role that covers it. With uniform bucket-level access there are no object ACLs to abuse.
 BUCKET_ROLE = "roles/storage.objectAdmin"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 # The only API scope the VMs get: Cloud Storage read/write. IAM narrows it to the one bucket.
 VM_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 
@@ -144,39 +146,16 @@ class GceA4FleetArgs:
 
 
 def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
-    """Scheduling of every VM from the provisioning setting; the TTL (bill cap) applies to all models."""
+    """Scheduling of every VM from its provisioning model's row; the TTL (bill cap) applies to all models."""
+    model = provisioning.MODELS[args.provisioning]
     ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=args.ttl_seconds) if args.ttl_seconds else None
-    # Only an instance with a termination action may carry a max run duration.
-    action = args.termination_action if (ttl or args.provisioning in ("spot", "flex-start", "reservation")) else None
-    if args.provisioning == "spot":
-        return gcp.compute.InstanceSchedulingArgs(
-            provisioning_model="SPOT",
-            preemptible=True,
-            automatic_restart=False,
-            on_host_maintenance="TERMINATE",
-            instance_termination_action=action,
-            max_run_duration=ttl,
-        )
-    if args.provisioning == "flex-start":
-        return gcp.compute.InstanceSchedulingArgs(
-            provisioning_model="FLEX_START",
-            automatic_restart=False,
-            on_host_maintenance="TERMINATE",
-            instance_termination_action="DELETE",
-            max_run_duration=ttl,
-        )
-    if args.provisioning == "reservation":
-        # A4 capacity is reserved through future reservations, whose VMs use the reservation-bound model.
-        return gcp.compute.InstanceSchedulingArgs(
-            provisioning_model="RESERVATION_BOUND",
-            automatic_restart=True,
-            on_host_maintenance="TERMINATE",
-            instance_termination_action=action,
-            max_run_duration=ttl,
-        )
-    return gcp.compute.InstanceSchedulingArgs(  # on-demand
-        provisioning_model="STANDARD",
-        automatic_restart=True,
+    # Only an instance with a termination action may carry a max run duration; spot, flex-start and
+    # reservation-bound VMs need one anyway.
+    action = model.termination_action or (args.termination_action if (ttl or model.gce_model != "STANDARD") else None)
+    return gcp.compute.InstanceSchedulingArgs(
+        provisioning_model=model.gce_model,
+        preemptible=True if model.gce_model == "SPOT" else None,
+        automatic_restart=model.gce_automatic_restart,
         on_host_maintenance="TERMINATE",  # GPU VMs cannot live-migrate
         instance_termination_action=action,
         max_run_duration=ttl,
@@ -184,16 +163,15 @@ def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
 
 
 def reservation_affinity(args: GceA4FleetArgs) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    if args.provisioning == "reservation":
+    affinity = provisioning.MODELS[args.provisioning].reservation_affinity
+    if affinity == "SPECIFIC_RESERVATION":
         return gcp.compute.InstanceReservationAffinityArgs(
-            type="SPECIFIC_RESERVATION",
+            type=affinity,
             specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
-                key="compute.googleapis.com/reservation-name", values=[args.reservation_name]
+                key=RESERVATION_KEY, values=[args.reservation_name]
             ),
         )
-    if args.provisioning == "flex-start":
-        return gcp.compute.InstanceReservationAffinityArgs(type="NO_RESERVATION")
-    return None
+    return gcp.compute.InstanceReservationAffinityArgs(type=affinity) if affinity else None
 
 
 def network_interfaces(

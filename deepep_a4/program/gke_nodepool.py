@@ -20,6 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from deepep_a4 import provisioning
 from deepep_a4.config import StackConfig
 from deepep_a4.node import names
 from deepep_a4.program.network import NicNetwork
@@ -162,21 +163,20 @@ class A4NodePoolArgs:
 
 def capacity_settings(args: A4NodePoolArgs) -> tuple[dict[str, Any], dict[str, Any]]:
     """(node_config fields, node pool fields) of the provisioning model: how the machines are obtained."""
-    node: dict[str, Any] = {}
+    model = provisioning.MODELS[args.provisioning]
+    node: dict[str, Any] = {model.gke_flag: True} if model.gke_flag else {}
     pool: dict[str, Any] = {"node_count": args.node_count}
-    if args.provisioning == "spot":
-        node["spot"] = True
-    elif args.provisioning == "reservation":
+    if model.reservation_affinity == "SPECIFIC_RESERVATION":
         node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-            consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[args.reservation_name]
+            consume_reservation_type=model.reservation_affinity, key=RESERVATION_KEY, values=[args.reservation_name]
         )
-    elif args.provisioning == "flex-start":
+    elif model.reservation_affinity:
+        node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type=model.reservation_affinity
+        )
+    if model.gke_flag == "flex_start":
         # GKE's flex-start pools start empty and grow when pods ask for GPUs (Dynamic Workload Scheduler);
         # repair would recreate VMs that flex-start hands out once.
-        node["flex_start"] = True
-        node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-            consume_reservation_type="NO_RESERVATION"
-        )
         pool = {
             "initial_node_count": 0,
             "autoscaling": gcp.container.NodePoolAutoscalingArgs(

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepep_a4 import provisioning
 from deepep_a4.config import StackConfig
 from deepep_a4.node.names import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"
 # The price column each provisioning model pays, in prices.yaml's machine entries.
-MODEL_COLUMN = {"spot": "spot", "on-demand": "on_demand", "flex-start": "flex_start", "reservation": "reservation"}
+MODEL_COLUMN = {m.name: m.price_column for m in provisioning.MODELS.values()}
 # A4's bundled local SSD: 32 disks of 375 GiB (12 TiB), the disks GKE's localSsdCount uses.
 A4_LOCAL_SSDS = 32
 
