@@ -569,7 +569,7 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
         pytest.skip("no system python3 to copy on this machine")
     dest = tmp_path / "python"
     lib = ROOT / "deepep_a4/node/install/lib.sh"
-    script = f"set -euo pipefail; source '{lib}'; copy_python {host} '{dest}'"
+    script = f"set -euo pipefail; REBOOT_EXIT=75; source '{lib}'; copy_python {host} '{dest}'"
     env = {"PATH": "/usr/bin:/bin", "DEEPEP_DEFAULT_ROOT": str(tmp_path / "r"), "CUDA_VERSION": "12.9"}
     subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True, timeout=120)
     probe = "import sys, ssl, ctypes, json, venv; print(sys.prefix); print('\\n'.join(p for p in sys.path if p))"

@@ -25,21 +25,22 @@ import shlex
 from typing import Any
 
 from deepep_a4.config import StackConfig
-from deepep_a4.node import payload
+from deepep_a4.node import names, payload
 from deepep_a4.program import installer
 from deepep_a4.program.bench_settings import runner_settings
 
-INSTALL_ROOT = "/opt/deepep"
-GCE_DIR = f"{INSTALL_ROOT}/gce"
-# What the installer (issue 4) leaves behind for the GCE target; the runner takes them as arguments.
-DEEPEP_DIR = f"{INSTALL_ROOT}/DeepEP"
-ENV_FILE = f"{INSTALL_ROOT}/unified-env.sh"
-TEST_PYTHONS = (f"{INSTALL_ROOT}/venv/bin/python", f"{INSTALL_ROOT}/.venv/bin/python", f"{INSTALL_ROOT}/bin/python")
-MASTER_PORT = 29500
-RESULTS_DIR = "/var/lib/deepep-gce/results"
-STARTUP_LOG = "/var/log/deepep-gce/startup.log"
-# The installer's exit code for "a reboot was scheduled; run me again after it" (components/installer.py).
-INSTALLER_REBOOT_EXIT = 75
+_PATHS = names.install_paths("gce")
+INSTALL_ROOT = _PATHS["root"]
+GCE_DIR = names.GCE_DIR
+# What the installer leaves behind on a GCE VM; the runner takes them as arguments.
+DEEPEP_DIR = _PATHS["deepep"]
+ENV_FILE = _PATHS["env"]
+TEST_PYTHONS = (_PATHS["python"], f"{INSTALL_ROOT}/.venv/bin/python", f"{INSTALL_ROOT}/bin/python")
+MASTER_PORT = names.MASTER_PORT
+RESULTS_DIR = names.GCE_RESULTS_DIR
+STARTUP_LOG = names.GCE_STARTUP_LOG
+# The installer's exit code for "a reboot was scheduled; run me again after it".
+INSTALLER_REBOOT_EXIT = names.EXIT_REBOOT
 # GCE limits one metadata value to 256 KiB.
 METADATA_VALUE_LIMIT = 256 * 1024
 

@@ -25,14 +25,14 @@ from dataclasses import asdict
 
 from deepep_a4 import upstream
 from deepep_a4.config import StackConfig
-from deepep_a4.node import payload
+from deepep_a4.node import names, payload
 from deepep_a4.program import artifacts
 
-INSTALL_ROOTS = {"gke": "/home/kubernetes/bin/nvidia/deepep", "gce": "/opt/deepep"}
+INSTALL_ROOTS = names.INSTALL_ROOTS
 ENTRYPOINT = "run.sh"
 # Where the GCE startup script puts the rendered files.
-GCE_INSTALLER_DIR = f"{INSTALL_ROOTS['gce']}/installer"
-REBOOT_EXIT = 75
+GCE_INSTALLER_DIR = names.install_paths("gce")["installer"]
+REBOOT_EXIT = names.EXIT_REBOOT
 
 PHASES: tuple[str, ...] = (
     "preflight",
@@ -113,6 +113,8 @@ def _config_body(cfg: StackConfig, target: str) -> str:
         "DEEPEP_STACK": cfg.stack,
         "DEEPEP_TARGET": target,
         "DEEPEP_DEFAULT_ROOT": INSTALL_ROOTS[target],
+        # Shared with the DaemonSet and the GCE startup script (deepep_a4/node/names.py).
+        "REBOOT_EXIT": REBOOT_EXIT,
         "DOCA_OFED_VERSION": v.doca_ofed,
         "NVIDIA_DRIVER_VERSION": v.nvidia_driver,
         "CUDA_VERSION": v.cuda,
@@ -210,7 +212,7 @@ def _heredoc(path: str, text: str) -> str:
 def render_startup_script(cfg: StackConfig) -> str:
     """One bash script (GCE) that writes the installer to /opt/deepep/installer and runs it.
 
-    Its exit code is the installer's: 0 ready, 75 a reboot was scheduled (run again after the boot), any
+    Its exit code is the installer's: 0 ready, REBOOT_EXIT (75) a reboot was scheduled (run again after the boot), any
     other a failed phase. DEEPEP_INSTALLER_DIR moves the files (tests).
     """
     files, _ = _render(cfg, "gce")

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from deepep_a4 import config
 from deepep_a4.config import stackfile
+from deepep_a4.node import names
 from deepep_a4.paths import project_root
 from deepep_a4.tools import (
     cost,
@@ -53,11 +54,11 @@ CLI_MISSING = (
     "run_benchmark.py drives `pulumi up` and `pulumi destroy` through Pulumi's Automation API, which needs the "
     "Pulumi CLI on PATH.\n  Install it: https://www.pulumi.com/docs/install/ (e.g. `curl -fsSL https://get.pulumi.com "
     "| sh`), then `pulumi login` (or `pulumi login --local`) and run this again.\n  Nothing was created. The offline "
-    "plan needs no CLI: python scripts/plan.py --stack STACK"
+    "plan needs no CLI: .venv/bin/deepep-a4 plan --stack STACK"
 )
-# GCE status.json states (scripts/gce/bench_stage.py): a VM writes one only once its install finished.
-GCE_INSTALLED = ("benchmarking", "waiting-for-peers", "internode", "done", "failed")
-GCE_FINISHED = ("done", "failed", "install-failed")
+# GCE status.json states (the VM's benchmark stage): a VM writes one only once its install finished.
+GCE_INSTALLED = names.GCE_INSTALLED_STATES
+GCE_FINISHED = names.GCE_FINISHED_STATES
 
 
 class RunFailedError(Exception):

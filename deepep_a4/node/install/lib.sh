@@ -16,7 +16,7 @@ VENV="$R/venv"
 ENV_FILE="$R/unified-env.sh"
 CUDA_HOME="$SYS/usr/local/cuda-$CUDA_VERSION"
 CUDA_MAJOR="${CUDA_VERSION%%.*}"
-REBOOT_EXIT=75
+: "${REBOOT_EXIT:?config.sh sets it}"
 export DEBIAN_FRONTEND=noninteractive
 export TZ=UTC
 

@@ -13,7 +13,7 @@ set -Eeuo pipefail
 HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=/dev/null
 source "$HERE/config.sh"
-# shellcheck source=scripts/install/lib.sh source-path=SCRIPTDIR
+# shellcheck source=deepep_a4/node/install/lib.sh source-path=SCRIPTDIR
 source "$HERE/lib.sh"
 
 MARKERS="$STATE/markers"
