@@ -241,7 +241,7 @@ def test_gcs_store_speaks_the_json_api_with_the_metadata_token(monkeypatch: pyte
     """The real store: token from the metadata server, media upload, alt=media, paged listing, 404 and retry."""
     import urllib.error
 
-    from deepep_a4.node.gce import bench_stage
+    from deepep_a4.node.gce import stage_io
 
     seen: list[tuple[str, str, dict[str, str], bytes | None]] = []
     failures = {"count": 1}
@@ -264,9 +264,9 @@ def test_gcs_store_speaks_the_json_api_with_the_metadata_token(monkeypatch: pyte
             return FakeResponse(b'{"items": [{"name": "runs/r/a"}], "nextPageToken": "p2"}')
         return FakeResponse(b"{}")
 
-    monkeypatch.setattr(bench_stage.urllib.request, "urlopen", urlopen)
-    monkeypatch.setattr(bench_stage.time, "sleep", lambda s: None)
-    store = bench_stage.GcsStore("bkt")
+    monkeypatch.setattr(stage_io.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(stage_io.time, "sleep", lambda s: None)
+    store = stage_io.GcsStore("bkt")
     store.put("runs/r/node-0/status.json", b"{}")
     assert store.get("runs/r/x.json") == b"hello"  # after one 503
     assert store.get("runs/r/missing.json") is None
@@ -282,7 +282,7 @@ def test_gcs_store_speaks_the_json_api_with_the_metadata_token(monkeypatch: pyte
     assert upload[2]["Authorization"] == "Bearer tok"
     assert ("DELETE", "https://storage.googleapis.com/storage/v1/b/bkt/o/runs%2Fr%2Fa") == seen[-1][:2]
     with pytest.raises(ValueError, match="refusing"):
-        bench_stage.request("file:///etc/passwd")
+        stage_io.request("file:///etc/passwd")
 
 
 def test_results_py_reads_the_bucket_through_gs_source(tmp_path: Path) -> None:

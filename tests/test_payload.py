@@ -21,7 +21,8 @@ def test_shipped_runner_imports_flat_with_the_stdlib_only(tmp_path: Path) -> Non
     # As on a node: the files in one folder, no deepep_a4 package, no site-packages (-I -S).
     for name, text in payload.runner_files().items():
         (tmp_path / name).write_text(text)
-    (tmp_path / "bench_stage.py").write_text(payload.gce_stage_file())
+    for name, text in payload.gce_stage_files().items():
+        (tmp_path / name).write_text(text)
     (tmp_path / "probe.py").write_text(
         "import run_bench, parse, names, bench_stage\nprint(parse.parse_log.__module__, len(parse.TESTS))\n"
     )

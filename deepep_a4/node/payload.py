@@ -16,7 +16,7 @@ NODE_DIR = Path(__file__).resolve().parent
 # shared names, which the runner imports as `names` when the files lie flat in one folder.
 RUNNER_GLOB = "bench/*.py"
 RUNNER_EXTRA = ("names.py",)
-GCE_STAGE = "gce/bench_stage.py"
+GCE_STAGE_GLOB = "gce/*.py"
 
 
 def _read(rel: str) -> str:
@@ -39,8 +39,12 @@ def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
     return files
 
 
-def gce_stage_file() -> str:
-    return _read(GCE_STAGE)
+def gce_stage_files() -> dict[str, str]:
+    """file name -> text of the GCE benchmark stage (bench_stage.py and its helpers) and the shared names,
+    which lie next to each other on the VM."""
+    files = {p.name: p.read_text() for p in sorted(NODE_DIR.glob(GCE_STAGE_GLOB)) if p.name != "__init__.py"}
+    files.update({Path(rel).name: _read(rel) for rel in RUNNER_EXTRA})
+    return files
 
 
 GKE_INSTALLER_INIT = "gke/installer-init.sh"

@@ -97,7 +97,7 @@ def bench_settings(cfg: StackConfig, peers: list[dict[str, Any]]) -> dict[str, A
 def shipped_files() -> dict[str, str]:
     """Files the startup script writes under GCE_DIR: the benchmark runner and the stage, as in the repo."""
     files = {f"bench/{name}": text for name, text in payload.runner_files().items()}
-    files["bench_stage.py"] = payload.gce_stage_file()
+    files.update(payload.gce_stage_files())
     return files
 
 
