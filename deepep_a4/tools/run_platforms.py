@@ -1,0 +1,193 @@
+"""What `deepep-a4 run` drives: the stack through Pulumi's Automation API, and a probe per platform that
+says how many nodes are installed and when the benchmarks are done."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepep_a4 import config
+from deepep_a4.node import names
+from deepep_a4.paths import project_root
+
+ROOT = project_root()
+# GCE status.json states (the VM's benchmark stage): a VM writes one only once its install finished.
+GCE_INSTALLED = names.GCE_INSTALLED_STATES
+GCE_FINISHED = names.GCE_FINISHED_STATES
+
+
+class RunFailedError(Exception):
+    """A phase failed or timed out; the message says which and why."""
+
+
+@dataclass
+class Progress:
+    """One observation of a wait: `done` of `total`, and what failed (names with a reason)."""
+
+    done: int
+    total: int
+    failed: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.done >= self.total
+
+
+# -- the real stack (Automation API) -------------------------------------------------------------------
+
+
+class AutomationStack:
+    """The stack as `pulumi` in this folder sees it: Pulumi.yaml, stacks/Pulumi.<name>.yaml."""
+
+    def __init__(self, name: str):
+        from pulumi import automation as auto
+
+        self.name = name
+        self._stack = auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT))
+
+    def raw_config(self) -> dict[str, Any]:
+        values = self._stack.get_all_config()
+        return {k: v.value for k, v in values.items()}
+
+    def up(self, on_output: Callable[[str], Any]) -> None:
+        self._stack.up(on_output=on_output, color="never")
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self._stack.outputs().items()}
+
+    def destroy(self, on_output: Callable[[str], Any]) -> None:
+        self._stack.destroy(on_output=on_output, color="never")
+
+
+# -- platform probes -----------------------------------------------------------------------------------
+
+
+def collect_report(
+    spec: str, gate: float, out: Path, kubeconfig: str | None = None, namespace: str | None = None
+) -> int:
+    """The report's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
+    from deepep_a4.tools import report as results
+
+    args = argparse.Namespace(kubeconfig=kubeconfig, namespace=namespace)
+    source = results.make_source(spec, args)
+    report = results.analyze(list(source.items()), gate, [source.describe()])
+    if not report.runs:
+        return 2
+    print(f"report: {results.write_report(report, out)}")
+    return 0 if report.passed else 1
+
+
+Runner = Callable[[list[str]], tuple[int, str]]
+
+
+def run_command(cmd: list[str]) -> tuple[int, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout
+
+
+class GceProbe:
+    """Reads each VM's status.json from the results bucket with the user's gcloud."""
+
+    def __init__(
+        self, cfg: config.StackConfig, runner: Runner = run_command, collect: Callable[..., int] = collect_report
+    ):
+        self.cfg, self.runner, self._collect = cfg, runner, collect
+
+    def states(self, outputs: dict[str, Any]) -> list[str | None]:
+        url = str(outputs["resultsUrl"]).rstrip("/")
+        out: list[str | None] = []
+        for rank in range(self.cfg.node_count):
+            rc, text = self.runner(["gcloud", "storage", "cat", f"{url}/node-{rank}/status.json"])
+            try:
+                out.append(json.loads(text).get("state") if rc == 0 else None)
+            except (json.JSONDecodeError, AttributeError):
+                out.append(None)
+        return out
+
+    def installed(self, outputs: dict[str, Any]) -> Progress:
+        states = self.states(outputs)
+        failed = [
+            f"vm-{r}: install failed (see node-{r}/startup-script.out)"
+            for r, s in enumerate(states)
+            if s == "install-failed"
+        ]
+        return Progress(sum(s in GCE_INSTALLED for s in states), len(states), failed, _tally(states))
+
+    def benchmarks(self, outputs: dict[str, Any]) -> Progress:
+        states = self.states(outputs)
+        # A failed test is recorded in the report; only a VM that never ran them stops the run.
+        failed = [f"vm-{r}: install failed" for r, s in enumerate(states) if s == "install-failed"]
+        return Progress(sum(s in GCE_FINISHED for s in states), len(states), failed, _tally(states))
+
+    def collect(self, outputs: dict[str, Any], out: Path) -> int:
+        return self._collect(str(outputs["resultsUrl"]), self.cfg.benchmarks.gate_ratio, out)
+
+
+def _tally(states: list[str | None]) -> str:
+    counts: dict[str, int] = {}
+    for s in states:
+        counts[s or "no status yet"] = counts.get(s or "no status yet", 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+class GkeProbe:
+    """Reads the installer DaemonSet and the benchmark Jobs with the kubernetes client and the stack's kubeconfig."""
+
+    def __init__(self, cfg: config.StackConfig, apis: Any = None, collect: Callable[..., int] = collect_report):
+        self.cfg, self._apis, self._collect = cfg, apis, collect
+        self._kubeconfig: str | None = None
+
+    def _kube(self, outputs: dict[str, Any]) -> Any:
+        """(AppsV1Api, BatchV1Api) for the cluster; built once from the `kubeconfig` output."""
+        if self._apis is None:
+            import tempfile
+
+            try:
+                from kubernetes import client
+                from kubernetes import config as kube_config
+            except ImportError as err:
+                raise RunFailedError("waiting on GKE needs the kubernetes client: pip install kubernetes") from err
+            path = Path(tempfile.mkdtemp(prefix="deepep-kube-")) / "kubeconfig"
+            path.write_text(str(outputs["kubeconfig"]))
+            path.chmod(0o600)
+            self._kubeconfig = str(path)
+            api = kube_config.new_client_from_config(config_file=self._kubeconfig)
+            self._apis = (client.AppsV1Api(api), client.BatchV1Api(api))
+        return self._apis
+
+    def installed(self, outputs: dict[str, Any]) -> Progress:
+        from deepep_a4.node.names import INSTALLER_NAME, NAMESPACE
+
+        apps, _ = self._kube(outputs)
+        ds = apps.read_namespaced_daemon_set(INSTALLER_NAME, outputs.get("benchNamespace") or NAMESPACE)
+        ready = int(getattr(ds.status, "number_ready", 0) or 0)
+        scheduled = int(getattr(ds.status, "desired_number_scheduled", 0) or 0)
+        return Progress(ready, self.cfg.node_count, [], f"{scheduled} scheduled")
+
+    def benchmarks(self, outputs: dict[str, Any]) -> Progress:
+        from deepep_a4.node.names import NAMESPACE
+
+        _, batch = self._kube(outputs)
+        jobs = dict(outputs.get("benchJobs") or {})
+        done, failed = 0, []
+        for name in jobs.values():
+            job = batch.read_namespaced_job(name, outputs.get("benchNamespace") or NAMESPACE)
+            conditions = {c.type: c.status for c in (getattr(job.status, "conditions", None) or [])}
+            if conditions.get("Complete") == "True" or conditions.get("Failed") == "True":
+                done += 1  # a failed Job's logs still go into the report, which fails its gate
+        return Progress(done, len(jobs), failed)
+
+    def collect(self, outputs: dict[str, Any], out: Path) -> int:
+        from deepep_a4.node.names import NAMESPACE
+
+        ns = outputs.get("benchNamespace") or NAMESPACE
+        self._kube(outputs)
+        return self._collect(
+            f"k8s:{ns}", self.cfg.benchmarks.gate_ratio, out, kubeconfig=self._kubeconfig, namespace=ns
+        )
