@@ -23,7 +23,7 @@ class DeepEPRef:
 # deepseek-ai/DeepEP, checked in a clone: third-party/README.md of each ref says "NVSHMEM v3.3.9 or
 # later"; commit 29d31c0 "Nvshmem 3 5 runtime fixes (#564)" is what v1.2.1 lacks for newer NVSHMEM:
 # NVSHMEM 3.5 moved the RC QPs inside the IBGDA device state, and a source build from 3.3.20 on defines
-# the device state a second time unless DeepEP compiles with RDC. The seed reports ran 1.2.1+29d31c0.
+# the device state a second time unless DeepEP compiles with RDC. The field reports ran 1.2.1+29d31c0.
 DEEPEP_V1_2_1 = "v1.2.1"
 DEEPEP_NVSHMEM35_FIXES = "29d31c095796f3c8ece47ee9cdcc167051bbeed9"
 _WHY_564 = f"it predates DeepEP #564 (NVSHMEM 3.5 QP layout, RDC): use deepepRef {DEEPEP_NVSHMEM35_FIXES}"
@@ -46,7 +46,7 @@ DEEPEP_PR466_HEAD = "8a07e7e7ed57cfc63005f670d64d410cb30b061b"
 DEEPEP_PR466_APPLIES_TO = (DEEPEP_V1_2_1, DEEPEP_NVSHMEM35_FIXES)
 
 # NVIDIA/nvshmem on GitHub starts at 3.4.5; its tags carry a packaging revision the version does not
-# say (v3.4.5-0, and v3.5.19-1 as seed 001 cloned). Older sources are NVIDIA's redist tarballs.
+# say (v3.4.5-0, and v3.5.19-1 as field report R1 cloned). Older sources are NVIDIA's redist tarballs.
 NVSHMEM_GITHUB_TAGS = {"3.4.5": "v3.4.5-0", "3.5.19": "v3.5.19-1"}
 NVSHMEM_GITHUB_SINCE: Version = (3, 4, 5)
 NVSHMEM_REDIST = "https://developer.download.nvidia.com/compute/redist/nvshmem"

@@ -293,13 +293,13 @@ def test_seed_001_problem_8_timeout_names_its_fix() -> None:
     assert not res.passed
     hints = [p for p in res.problems if p.startswith("known failure:")]
     assert len(hints) == 1, res.problems
-    assert "seed 001 problem 8" in hints[0] and "nvshmemSource=source" in hints[0]
+    assert "troubleshooting T12" in hints[0] and "nvshmemSource=source" in hints[0]
 
 
 @pytest.mark.parametrize(
     ("line", "names"),
     [
-        ("RuntimeError: NVSHMEM device library version does not match with NVSHMEM host library", "problem 5"),
+        ("RuntimeError: NVSHMEM device library version does not match with NVSHMEM host library", "T03"),
         ("RuntimeError: CUDA error: 'named symbol not found'", "TORCH_CUDA_ARCH_LIST=10.0"),
         ("python: /lib/x86_64-linux-gnu/libibverbs.so.1: version `IBVERBS_PRIVATE_34' not found", "rdma-core"),
         ("NCCL WARN Failed to initialize any NET plugin", "gIB plugin"),

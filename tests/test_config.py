@@ -81,7 +81,7 @@ def test_config_is_frozen() -> None:
         ({"deepepRef": "v1.2.1"}, "deepepRef", "predates DeepEP #564"),
         ({"deepepRef": "v1.2.1", "nvshmemVersion": "3.2.5"}, "nvshmemVersion", "needs NVSHMEM 3.3.9 or newer"),
         ({"nvshmemVersion": "3.5.20"}, "nvshmemVersion", "no checked NVIDIA/nvshmem release tag"),
-        ({"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"}, "nvshmemSource", "seed 001 problem 8"),
+        ({"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"}, "nvshmemSource", "troubleshooting T12"),
         ({"nicHandler": "cpu"}, "nicHandler", "needs the GDRCopy kernel module"),
         ({"useDocaOfed": False}, "hcaPrefix", "mlx5_* HCA names come from DOCA-OFED"),
         ({"hcaPrefix": "rocep"}, "hcaPrefix", "DOCA-OFED renames HCAs"),

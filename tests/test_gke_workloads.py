@@ -507,7 +507,7 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             volumes = {v["name"]: v for v in spec["volumes"]}
             assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "250Gi"}
             assert "readOnly" not in mounts["dshm"] and "readOnly" not in mounts["tmp"]
-            # seed 003's provider fix needs libibverbs' default folder writable under a read-only root
+            # troubleshooting T16's provider fix needs libibverbs' default folder writable under a read-only root
             assert mounts["verbs-providers"]["mountPath"] == "/usr/lib/x86_64-linux-gnu/libibverbs"
             assert "readOnly" not in mounts["verbs-providers"] and "emptyDir" in volumes["verbs-providers"]
             # /dev/shm counts against the memory limit: it must fit under it
@@ -532,7 +532,7 @@ def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) 
     assert set(env) - {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "LD_LIBRARY_PATH", "PATH", "HOME"} == {
         k for k in env if k.startswith("BENCH_")
     }
-    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"  # seed 003
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/nvidia/lib"  # troubleshooting T16
     # The gIB plugin folder is mounted where the runner looks for it.
     assert f"--gib-dir {gke_objects.GIB_DIR}" in script
 

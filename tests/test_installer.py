@@ -34,7 +34,7 @@ REAL_TOOLS = (
     "dirname basename flock wc tee touch find df stat mktemp tar gzip xz install nproc realpath"
 ).split()
 ORDER: list[str] = list(installer.PHASES)
-# The wheel is allowed only without the internode test (seed 001 problem 8).
+# The wheel is allowed only without the internode test (troubleshooting T12).
 PIP_WHEEL: dict[str, Any] = {"nvshmemSource": "pip", "benchmarks": ["intranode", "low-latency"]}
 NVSHMEM_FROM: dict[str, dict[str, Any]] = {"pip": PIP_WHEEL, "source": {"nvshmemSource": "source"}}
 
@@ -651,14 +651,14 @@ def test_deepep_built_against_the_wrong_nvshmem_fails(tmp_path: Path) -> None:
     proc = m.run(d, STUB_NVSHMEM_PATH_OVERRIDE="/usr/lib/python3/site-packages/nvidia/nvshmem")
     assert proc.returncode == 1
     assert "phase 'deepep' failed" in proc.stderr, proc.stderr
-    assert "seed 001 problem 8" in proc.stderr
+    assert "troubleshooting T12" in proc.stderr
 
 
 def test_deepep_built_for_another_gpu_fails(tmp_path: Path) -> None:
     m = Machine(tmp_path, driver_loaded="580.126.09", peermapping=True)
     proc = m.run(m.render(cfg_of()), STUB_ARCH_OVERRIDE="9.0")  # an H100 build on a B200 node
     assert proc.returncode == 1
-    assert "phase 'deepep' failed" in proc.stderr and "seed 001 problem 7" in proc.stderr
+    assert "phase 'deepep' failed" in proc.stderr and "troubleshooting T13" in proc.stderr
 
 
 def test_verify_wants_dma_remap_of_peer_mmio(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def test_default_gate_ratio_is_the_config_default() -> None:
 
 def test_every_baseline_names_its_seed() -> None:
     for b in bl.BASELINES:
-        assert b.source.startswith("seed 00"), b
+        assert b.source.startswith("field report R"), b
         assert b.value > 0
     assert bl.primary("intranode", "dispatch", "BF16", "nvl_bw", 8, 1).value == 440.0  # type: ignore[union-attr]
     assert bl.primary("intranode", "dispatch", "BF16", "nvl_bw", 2, 1).value == 334.79  # type: ignore[union-attr]
@@ -175,7 +175,7 @@ def test_report_markdown_csv_json_and_plots(tmp_path: Path) -> None:
     md = path.read_text()
     assert "**Gate: PASS**" in md
     assert "## Intranode (test_intranode.py)" in md and "## Internode (test_internode.py)" in md
-    assert "| 331.99 NVL |" in md and "334.79" in md and "seed 001" in md
+    assert "| 331.99 NVL |" in md and "334.79" in md and "field report R1" in md
     assert "6.5 GB/s" in md  # the single-NIC note under the internode table
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert len(pngs) == 4  # intranode: dispatch FP8, dispatch BF16, combine; internode: dispatch FP8

@@ -96,7 +96,7 @@ KEYS: tuple[Key, ...] = (
         "nvshmemSource",
         str,
         "source",
-        "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: seed 001 problem 8).",
+        "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: troubleshooting T12).",
         NVSHMEM_SOURCES,
     ),
     Key("torchVersion", str, "2.10.0+cu129", "PyTorch version with its CUDA variant."),
@@ -104,7 +104,7 @@ KEYS: tuple[Key, ...] = (
         "deepepRef",
         str,
         upstream.DEEPEP_NVSHMEM35_FIXES,
-        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the seeds ran).",
+        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the field reports ran).",
     ),
     Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
     # -- installer and NVSHMEM runtime -------------------------------------------------------------

@@ -242,8 +242,8 @@ def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
             Problem(
                 "nvshmemSource",
                 "pip",
-                "DeepEP built against the pip/PyTorch NVSHMEM timed out in internode dispatch on A4 (seed 001 "
-                "problem 8): use nvshmemSource=source, or drop internode from benchmarks",
+                "DeepEP built against the pip/PyTorch NVSHMEM timed out in internode dispatch on A4 (troubleshooting "
+                "T12): use nvshmemSource=source, or drop internode from benchmarks",
             )
         )
 

@@ -8,7 +8,7 @@ GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script tha
 2. runs the installer, which resumes at its own markers and may reboot the VM once: it then exits 75
    ("reboot scheduled", not a failure), the script stops, starts again at the next boot and the
    installer carries on where it stopped;
-3. with the cpu NIC handler, makes sure `gdrdrv` is loaded and `/dev/gdrdrv` exists (seed 000 §7: both
+3. with the cpu NIC handler, makes sure `gdrdrv` is loaded and `/dev/gdrdrv` exists (troubleshooting T02: both
    are gone after a reboot); the installer's boot unit normally did it already, this is the check;
 4. runs the stage: single-node tests, then the internode test with every VM (see bench_stage.py).
 

@@ -99,7 +99,7 @@ exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {DEEPEP_DIR} --gib-dir {GI
 def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         # Where GKE's device plugin mounts the driver's userspace (what CUDA images put in their ENV, and
-        # seed 003's Job: lib64, then lib).
+        # R3's Job: lib64, then lib).
         {"name": "LD_LIBRARY_PATH", "value": f"{GPU_PLUGIN_DIR}/lib64:{GPU_PLUGIN_DIR}/lib"},
         {"name": "PATH", "value": f"{GPU_PLUGIN_DIR}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
         {"name": "HOME", "value": "/tmp"},  # noqa: S108 - an emptyDir; the root file system is read-only
@@ -158,7 +158,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
                     {"name": "dshm", "mount_path": "/dev/shm"},  # noqa: S108 - a memory emptyDir for NCCL
                     {"name": "tmp", "mount_path": "/tmp"},  # noqa: S108 - HOME and caches: the root is read-only
                     # libibverbs' default provider folder, writable: the env file copies the host's mlx5
-                    # provider there (seed 003: spawned ranks do not see RDMAV_DRIVERS reliably).
+                    # provider there (troubleshooting T16: spawned ranks do not see RDMAV_DRIVERS reliably).
                     {"name": "verbs-providers", "mount_path": VERBS_PROVIDER_DIR},
                 ],
             }

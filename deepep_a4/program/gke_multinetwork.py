@@ -3,7 +3,7 @@
 GKE multi-networking hands a node's extra NICs to pods that name a `Network` in their
 `networking.gke.io/interfaces` annotation: `NetDevice` mode moves the second gVNIC into the pod,
 `RDMA` mode gives it an RDMA NIC with its /dev/infiniband device. Pods without the annotation (and
-hostNetwork pods, the seeds' way) are unaffected, so the objects exist whatever `podNetworking` says.
+hostNetwork pods, the field reports' way) are unaffected, so the objects exist whatever `podNetworking` says.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""The A4 node pool (every flag of the GKE seed's `node-pools create` line), its identity, a system pool.
+"""The A4 node pool (every flag of field report R2's `node-pools create` line), its identity, a system pool.
 
 NodeServiceAccount
-    The nodes' own service account with only the roles a GKE node needs, instead of the seed's default
+    The nodes' own service account with only the roles a GKE node needs, instead of field report R2's default
     compute account (project Editor) with the cloud-platform scope: a pod that reaches the metadata
     server of a node then holds write access to logs and metrics and read access to images, nothing else.
 SystemNodePool
     One small on-demand node for kube-dns, konnectivity and metrics-server: they do not tolerate the
     GPU taint, so a cluster of A4 nodes alone would have no DNS and no `kubectl logs`.
 A4NodePool
-    The seed's pool, with the provisioning model, placement, bill cap and GPU driver taken from config.
+    Field report R2's pool, with the provisioning model, placement, bill cap and GPU driver taken from config.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ NODE_ROLES = (
 # account, which is what limits the nodes here (NODE_ROLES).
 NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
-# Our installer pins the driver, so GKE must not install its own (the seed's gpu-driver-version=disabled).
+# Our installer pins the driver, so GKE must not install its own (field report R2's gpu-driver-version=disabled).
 GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -227,7 +227,7 @@ class A4NodePool(pulumi.ComponentResource):
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=args.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
-                # No explicit gVNIC flag (the seed's node-pool command has none): GKE documents that
+                # No explicit gVNIC flag (field report R2's node-pool command has none): GKE documents that
                 # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
                 # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
                 # NVIDIA driver, gdrdrv); integrity monitoring stays on.

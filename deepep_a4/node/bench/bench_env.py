@@ -15,7 +15,7 @@ DEEPEP_SCRIPTS = {
     "internode": "test_internode.py",
 }
 DEFAULT_PORT = 8361  # DeepEP's tests/utils.py default
-# gIB NCCL settings of the GKE troubleshooting seed (003), used only where the gIB plugin is installed.
+# gIB NCCL settings of the GKE troubleshooting report R3, used only where the gIB plugin is installed.
 GIB_NCCL_ENV = {
     "NCCL_NET": "gIB",
     "NCCL_IB_TC": "52",
@@ -85,14 +85,14 @@ def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple
         paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
         if lib not in paths:
             env["LD_LIBRARY_PATH"] = ":".join([*paths, lib])
-        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and the seed's NCCL settings")
+        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and R3's NCCL settings")
     else:
         notes.append(f"no gIB NCCL plugin in {gib_dir}: NCCL picks its own transport")
     env["PYTHONUNBUFFERED"] = "1"
     return env, notes
 
 
-# -- RDMA traffic per NIC (seed 001's PR #466 check) ----------------------------------------------------
+# -- RDMA traffic per NIC (troubleshooting T10) ----------------------------------------------------
 
 IB_SYSFS = "/sys/class/infiniband"
 # A NIC "carries" the test when it sent at least this share of the bytes all NICs sent.
@@ -126,5 +126,5 @@ def nic_spread(before: dict[str, int], after: dict[str, int]) -> tuple[dict[str,
     return delta, (
         f"RDMA traffic on one NIC only ({busy[0]}: {delta[busy[0]] / total:.0%} of {total / 1e9:.2f} GB): "
         f"every GPU used the same NIC, so DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) is not in effect "
-        f"(seed 001 problem 3, ~6.5 GB/s): set deepepPr466=true"
+        f"(troubleshooting T10, ~6.5 GB/s): set deepepPr466=true"
     )

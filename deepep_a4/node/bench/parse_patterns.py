@@ -34,7 +34,7 @@ RE_INTRA_BEST_COMBINE = re.compile(
     rf"t: (?P<t>{_N}) us$"
 )
 # Internode, v1.2.1: "SMs S, NVL chunk N, RDMA chunk R, transmit: T us, notify: U us, BW: A GB/s (RDMA), B GB/s (NVL)";
-# older builds (the GKE seed's sample) and 1.2.1+29d31c0 again: "SMs S, NVL chunk N, RDMA chunk R: U + T us,
+# older builds (field report R2's sample) and 1.2.1+29d31c0 again: "SMs S, NVL chunk N, RDMA chunk R: U + T us,
 # A GB/s (RDMA), B GB/s (NVL)" and, for the best combine, "RDMA chunk R, U + T us, ...".
 _INTER_BODY = (
     rf"SMs (?P<sms>\d+), NVL chunk (?P<nvl>\d+), RDMA chunk (?P<rdma>\d+)"
@@ -97,37 +97,37 @@ UNITS = {
     "size": "B",
 }
 
-# Failures the seed reports hit, by what the log shows, with the fix that worked there. A failed run
+# Failures the field reports hit, by what the log shows, with the fix that worked there. A failed run
 # whose log matches gets the fix added to its reasons (a passed run is never failed by these).
 KNOWN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"timeout \(dispatch CPU\)|num_recv_tokens: -1"),
         "internode dispatch timed out: DeepEP was built against PyTorch's NVSHMEM, not the IBGDA build "
-        "(seed 001 problem 8): nvshmemSource=source, and the build log must say 'NVSHMEM path: <root>/nvshmem'",
+        "(troubleshooting T12): nvshmemSource=source, and the build log must say 'NVSHMEM path: <root>/nvshmem'",
     ),
     (
         re.compile(r"NVSHMEM device library version does not match"),
-        "two NVSHMEM copies loaded (seed 001 problem 5): run with the installer's env file, which preloads "
+        "two NVSHMEM copies loaded (troubleshooting T03): run with the installer's env file, which preloads "
         "the source build's libnvshmem_host.so.3 over PyTorch's",
     ),
     (
         re.compile(r"named symbol not found"),
-        "DeepEP was compiled for another GPU arch (seed 001 problem 7): rebuild with TORCH_CUDA_ARCH_LIST=10.0 "
+        "DeepEP was compiled for another GPU arch (troubleshooting T13): rebuild with TORCH_CUDA_ARCH_LIST=10.0 "
         "on B200 (the installer's deepep phase does: run.sh --redo deepep)",
     ),
     (
         re.compile(r"IBVERBS_PRIVATE_\d+' not found|IBVERBS_PRIVATE_\d+ not found"),
-        "libibverbs and libmlx5 come from different rdma-core releases (seed 003): use the env file's "
+        "libibverbs and libmlx5 come from different rdma-core releases (troubleshooting T16): use the env file's "
         "RDMAV_DRIVERS/LD_LIBRARY_PATH from one install, never the image's and DOCA's mixed",
     ),
     (
         re.compile(r"Failed to initialize any NET plugin|NET/\w+ : .*mismatch|shim.*mismatch", re.IGNORECASE),
-        "NCCL found no usable network plugin (seed 003): on GKE the gIB plugin must match NCCL; without it "
+        "NCCL found no usable network plugin (troubleshooting T16): on GKE the gIB plugin must match NCCL; without it "
         "unset NCCL_NET and let NCCL use IB verbs",
     ),
     (
         re.compile(r"couldn't load driver 'libmlx5|unable to load driver.*mlx5", re.IGNORECASE),
-        "the mlx5 verbs provider did not load (seed 003): the env file's RDMAV_DRIVERS must point at the "
+        "the mlx5 verbs provider did not load (troubleshooting T16): the env file's RDMAV_DRIVERS must point at the "
         "provider of the same rdma-core as libibverbs",
     ),
 )

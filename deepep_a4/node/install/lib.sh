@@ -92,8 +92,8 @@ apt_get() {
 }
 
 # need_packages PKG...: installs, in one apt transaction, those of the Ubuntu packages PKG... that are
-# missing. The seeds installed build tools by hand first (seed 001 phase 0: cmake ninja-build
-# python3-venv libibverbs-dev ibverbs-utils; seed 002: git python3.12-dev build-essential); a fresh image
+# missing. The field reports installed build tools by hand first (field report R1 phase 0: cmake ninja-build
+# python3-venv libibverbs-dev ibverbs-utils; field report R2: git python3.12-dev build-essential); a fresh image
 # has none of them, and a build that finds no ninja or Python.h fails deep inside cmake or setup.py.
 need_packages() {
   local pkg missing=()

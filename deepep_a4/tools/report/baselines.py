@@ -1,20 +1,20 @@
-"""B200 reference figures from the project's seed reports, each with where it comes from.
+"""B200 reference figures from the field reports (docs/troubleshooting.md), each with where it comes from.
 
 A baseline applies to one test, metric and dtype, at one shape (processes per node, nodes): a run of
-another shape has no baseline (a 2-GPU intranode run is not compared with an 8-GPU one). Where a seed
-gives a range, the low end is the baseline, so the gate never fails a run the seed called good.
+another shape has no baseline (a 2-GPU intranode run is not compared with an 8-GPU one). Where a field report
+gives a range, the low end is the baseline, so the gate never fails a run the field report called good.
 
 `primary` baselines drive the ratio and the pass/fail gate of the report; the others are shown as
-further references (e.g. the GKE seed's internode run, which predates the GPU-to-NIC mapping fix).
+further references (e.g. field report R2's internode run, which predates the GPU-to-NIC mapping fix).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEED_SKILL = "seed 001 (deepep-installer skill, B200, DOCA-OFED 3.2.1, NVSHMEM 3.5.19 IBGDA, PR #466)"
-SEED_REPORT = "seed 000 (install and test report, B200, 2026-01-31)"
-SEED_GKE = "seed 002 (GKE B200 guide, sample output)"
+SEED_SKILL = "field report R1 (deepep-installer skill, B200, DOCA-OFED 3.2.1, NVSHMEM 3.5.19 IBGDA, PR #466)"
+SEED_REPORT = "field report R0 (install and test report, B200, 2026-01-31)"
+SEED_GKE = "field report R2 (GKE B200 guide, sample output)"
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ BASELINES: tuple[Baseline, ...] = (
     Baseline("internode", "combine", "BF16", "nvl_bw", 142.49, 8, 2, SEED_GKE, "GKE sample", primary=False),
 )
 
-# The failure the gate exists for: every GPU on one NIC (PR #466 missing), seed 001's problem 3.
+# The failure the gate exists for: every GPU on one NIC (PR #466 missing), troubleshooting T10.
 SINGLE_NIC_TRAP_RDMA_GBPS = 6.5
 
 

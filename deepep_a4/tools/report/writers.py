@@ -144,7 +144,7 @@ def markdown(report: Report) -> str:
         if test == "internode":
             lines.append(
                 f"An RDMA figure near {bl.SINGLE_NIC_TRAP_RDMA_GBPS} GB/s means every GPU used one NIC "
-                "(the GPU-to-NIC mapping of DeepEP PR #466 missing): seed 001, problem 3."
+                "(the GPU-to-NIC mapping of DeepEP PR #466 missing): troubleshooting T10."
             )
         lines.append("")
     if report.plots:

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase doca-ofed: NVIDIA DOCA-OFED turns the inbox rocep* HCAs into mlx5_* (seed 001 Phase 2) and
+# Phase doca-ofed: NVIDIA DOCA-OFED turns the inbox rocep* HCAs into mlx5_* (field report R1 Phase 2) and
 # brings the rdma-core userspace every process uses. Its new kernel modules take effect after the
 # one reboot of the peermapping phase.
 
@@ -11,7 +11,7 @@ phase_run() {
   ((USE_DOCA_OFED)) || phase_skip "useDocaOfed=false: keeping the inbox rdma-core (HCA prefix $HCA_PREFIX)"
   local installed os repo key
   installed="$(dpkg-query -W -f='${Version}' doca-ofed 2>/dev/null || true)"
-  # Newer GCP B200 images ship DOCA-OFED already (seed 001, 2026-02): mlx5_* names mean nothing to do.
+  # Newer GCP B200 images ship DOCA-OFED already (field report R1, 2026-02): mlx5_* names mean nothing to do.
   if [[ "$(first_hca)" == mlx5* ]]; then
     phase_skip "HCAs are already mlx5_* (doca-ofed ${installed:-from the image})"
   fi
@@ -25,7 +25,7 @@ phase_run() {
   mkdir -p "$SYS/etc/apt/keyrings" "$SYS/etc/apt/sources.list.d"
   fetch "$repo/GPG-KEY-Mellanox.pub" "$CACHE/doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub" "doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub"
   cp "$CACHE/doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub" "$key"
-  # signed-by instead of the deprecated apt-key of the seed.
+  # signed-by instead of the deprecated apt-key of field report R1.
   echo "deb [signed-by=/etc/apt/keyrings/doca.asc] $repo ./" >"$SYS/etc/apt/sources.list.d/doca.list"
   apt_get update
   apt_get install "linux-headers-$(uname -r)" doca-ofed

@@ -15,7 +15,7 @@ loaded_driver_version() {
 }
 
 # GKE's device plugin hands containers /home/kubernetes/bin/nvidia as /usr/local/nvidia: the driver's
-# userspace has to be there (seed 002). rdma-core is deliberately not copied (seed 003: a second
+# userspace has to be there (field report R2). rdma-core is deliberately not copied (troubleshooting T16: a second
 # libibverbs there shadows the container's and breaks provider loading).
 publish_for_gke_device_plugin() {
   local dst="$SYS/home/kubernetes/bin/nvidia" lib

@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase peermapping: NVSHMEM registers GPU memory through dma-buf (ibv_reg_dmabuf_mr) instead of
-# nvidia_peermem, which needs the driver's PeerMappingOverride (seed 000 §3.1, seed 001 Phase 3).
+# nvidia_peermem, which needs the driver's PeerMappingOverride (troubleshooting T09, field report R1 Phase 3).
 # The module options and DOCA-OFED's modules take effect at the next boot: this phase reboots at most
 # once (allowReboot) and exits 75; the rerun after the boot checks that both are live.
 

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase cuda: the CUDA toolkit from NVIDIA's apt repository (seed 000 §2.1, seed 001 Phase 1).
+# Phase cuda: the CUDA toolkit from NVIDIA's apt repository (R0, field report R1 Phase 1).
 
 phase_inputs() {
   echo "cuda=$CUDA_VERSION"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase gdrcopy: the GDRCopy library always (NVSHMEM's build needs its headers, seed 001 problem 2);
+# Phase gdrcopy: the GDRCopy library always (NVSHMEM's build needs its headers, troubleshooting T06);
 # the gdrdrv kernel module, /dev/gdrdrv and a boot unit that restores both after every reboot only
-# for the cpu NIC handler (seed 000 §2.2, §5.1, §7: insmod creates no device node, a reboot loses both).
+# for the cpu NIC handler (field report R0 §2.2, §5.1, §7: insmod creates no device node, a reboot loses both).
 
 GDRDRV_UNIT=/etc/systemd/system/deepep-gdrdrv.service
 
@@ -24,7 +24,7 @@ write_boot_unit() {
   mkdir -p "$R/bin" "$SYS/etc/systemd/system"
   cat >"$loader" <<LOADER
 #!/bin/bash
-# Loads gdrdrv and (re)creates /dev/gdrdrv: insmod makes no device node (seed 000 §5.1).
+# Loads gdrdrv and (re)creates /dev/gdrdrv: insmod makes no device node (troubleshooting T01).
 set -euo pipefail
 grep -qw gdrdrv /proc/devices || modprobe gdrdrv || insmod '$R/gdrcopy/gdrdrv.ko'
 major="\$(awk '\$2 == "gdrdrv" { print \$1 }' /proc/devices)"

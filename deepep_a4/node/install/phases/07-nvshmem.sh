@@ -2,10 +2,10 @@
 # Phase nvshmem: NVSHMEM with IBGDA.
 # pip (default): NVIDIA's wheel, which ships nvshmem_transport_ibgda; DeepEP finds it with NVSHMEM_DIR
 #   unset and links its versioned libnvshmem_host.so.3 (DeepEP's setup.py). No LD_PRELOAD needed. This is
-#   the NVSHMEM PyTorch bundles, which timed out in internode dispatch on A4 (seed 001 problem 8): the
+#   the NVSHMEM PyTorch bundles, which timed out in internode dispatch on A4 (troubleshooting T12): the
 #   config model allows it only without the internode test.
-# source: for versions no wheel has. IBGDA and GDRCopy on, MPI/SHMEM off (seed 000 §5.3), sm_100 only,
-#   nvcc named explicitly (seed 000 §5.4); the env file then preloads it over PyTorch's bundled copy.
+# source: for versions no wheel has. IBGDA and GDRCopy on, MPI/SHMEM off (troubleshooting T04), sm_100 only,
+#   nvcc named explicitly (troubleshooting T05); the env file then preloads it over PyTorch's bundled copy.
 
 phase_inputs() {
   echo "source=$NVSHMEM_SOURCE version=$NVSHMEM_VERSION cuda=$CUDA_VERSION arch=$CUDA_ARCH"

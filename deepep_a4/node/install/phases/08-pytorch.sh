@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase pytorch: PyTorch and NumPy in R/venv, never in the system Python (seed 001 Phase 8 used
-# --break-system-packages; seed 000 ended up in ~/.local). With the pip NVSHMEM, the wheel version is a
+# Phase pytorch: PyTorch and NumPy in R/venv, never in the system Python (field report R1 Phase 8 used
+# --break-system-packages; field report R0 ended up in ~/.local). With the pip NVSHMEM, the wheel version is a
 # constraint, so PyTorch's own dependency cannot silently replace it (this phase depends on nvshmem then).
 
 phase_inputs() {

@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase deepep: DeepEP at a pinned tag or commit (never a moving HEAD), optionally with PR #466
-# (explicit GPU-to-NIC mapping), built in place for this GPU (TORCH_CUDA_ARCH_LIST, seed 001 problem 7)
+# (explicit GPU-to-NIC mapping), built in place for this GPU (TORCH_CUDA_ARCH_LIST, troubleshooting T13)
 # against the NVSHMEM of the nvshmem phase. The build summary's "NVSHMEM path" must name that NVSHMEM:
-# a build against PyTorch's bundled copy times out in internode dispatch (seed 001 problem 8).
+# a build against PyTorch's bundled copy times out in internode dispatch (troubleshooting T12).
 
 phase_inputs() {
   echo "ref=$DEEPEP_REF commit=$DEEPEP_COMMIT pr466=$DEEPEP_PR466@$DEEPEP_PR466_HEAD arch=$TORCH_CUDA_ARCH_LIST nvshmem=$NVSHMEM_SOURCE"
@@ -56,11 +56,11 @@ phase_run() {
     "$(venv_python)" setup.py build_ext --inplace
   ) 2>&1 | tee "$build_log"
   grep -q "Arch list: $TORCH_CUDA_ARCH_LIST\$" "$build_log" ||
-    die "the DeepEP build log ($build_log) does not say 'Arch list: $TORCH_CUDA_ARCH_LIST': kernels for another GPU fail with 'named symbol not found' (seed 001 problem 7)"
+    die "the DeepEP build log ($build_log) does not say 'Arch list: $TORCH_CUDA_ARCH_LIST': kernels for another GPU fail with 'named symbol not found' (troubleshooting T13)"
   used="$(sed -n 's/.*NVSHMEM path: *//p' "$build_log" | tail -n1)"
   [[ -n $used ]] || die "the DeepEP build log ($build_log) does not show the NVSHMEM path it used"
   [[ $used == "$want" || "$(readlink -f "$used")" == "$(readlink -f "$want")" ]] ||
-    die "DeepEP was built against NVSHMEM at $used, not $want (seed 001 problem 8: internode dispatch would time out)"
+    die "DeepEP was built against NVSHMEM at $used, not $want (troubleshooting T12: internode dispatch would time out)"
   log "DeepEP built: Arch list $TORCH_CUDA_ARCH_LIST, NVSHMEM path $used"
   # R/venv/bin/python imports deep_ep without PYTHONPATH; the checkout keeps tests/ runnable.
   site="$("$(venv_python)" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

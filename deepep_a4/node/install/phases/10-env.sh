@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase env: the unified environment file of the seeds (R/unified-env.sh), made from what is on this
+# Phase env: the unified environment file of the field reports (R/unified-env.sh), made from what is on this
 # node: NVSHMEM transport and NIC handler, HCA prefix, GID index, DEEP_EP_DEVICE_TO_HCA_MAPPING from the
-# GPU<->NIC PCI topology, and one consistent rdma-core (seed 003).
+# GPU<->NIC PCI topology, and one consistent rdma-core (troubleshooting T16).
 
 phase_inputs() {
   echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
@@ -70,7 +70,7 @@ device_to_hca_mapping() {
 
 # The rdma-core userspace of the host: libibverbs and the mlx5 provider of the same private ABI in
 # libibverbs' default provider folder, so no process depends on RDMAV_DRIVERS being inherited
-# (seed 003: rdmav57 vs rdmav34, spawned children without RDMAV_DRIVERS).
+# (troubleshooting T16: rdmav57 vs rdmav34, spawned children without RDMAV_DRIVERS).
 RDMA_LIBDIR=/usr/lib/x86_64-linux-gnu
 check_rdma_core() {
   local lib pabi provider other
@@ -80,8 +80,8 @@ check_rdma_core() {
   [[ -n $pabi ]] || die "cannot read the provider ABI (IBVERBS_PRIVATE_*) of $lib"
   provider="$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so"
   [[ -e $provider ]] ||
-    die "libibverbs $(basename "$lib") loads providers of ABI $pabi, but $provider is missing: two rdma-core versions are mixed (seed 003)"
-  # A second libibverbs in the folder GKE mounts into GPU containers shadows theirs (seed 003 cause 1).
+    die "libibverbs $(basename "$lib") loads providers of ABI $pabi, but $provider is missing: two rdma-core versions are mixed (troubleshooting T16)"
+  # A second libibverbs in the folder GKE mounts into GPU containers shadows theirs (troubleshooting T16).
   for other in "$SYS"/home/kubernetes/bin/nvidia/lib64/libibverbs.so* "$SYS"/home/kubernetes/bin/nvidia/lib64/libmlx5.so*; do
     [[ -e $other ]] || continue
     mkdir -p "$STATE/quarantine"
@@ -101,7 +101,7 @@ ship_rdma_core() {
   cp -L "$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so" "$dst/libibverbs/"
 }
 
-# The host's dynamic linker finds the source NVSHMEM and GDRCopy without the env file too (seed 002:
+# The host's dynamic linker finds the source NVSHMEM and GDRCopy without the env file too (field report R2:
 # /etc/ld.so.conf.d/nvshmem.conf); processes that source the env file still preload our NVSHMEM first.
 LDCONF=/etc/ld.so.conf.d/deepep-a4.conf
 register_libraries() {
@@ -146,7 +146,7 @@ export PYTHONPATH='$R/DeepEP'"\${PYTHONPATH:+:\$PYTHONPATH}"
 ENV
   if [[ $NVSHMEM_SOURCE == source ]]; then
     cat >>"$ENV_FILE.tmp" <<ENV
-# NVSHMEM $NVSHMEM_VERSION built from source: preload it over PyTorch's bundled copy (seed 000 §5.2).
+# NVSHMEM $NVSHMEM_VERSION built from source: preload it over PyTorch's bundled copy (troubleshooting T03).
 export NVSHMEM_HOME='$nv_home'
 export LD_PRELOAD='$preload'"\${LD_PRELOAD:+:\$LD_PRELOAD}"
 ENV
@@ -168,13 +168,13 @@ export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
 # GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
 export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
 # One rdma-core (libibverbs ABI $pabi): providers come from libibverbs' default folder, never from an
-# inherited RDMAV_DRIVERS (seed 003).
+# inherited RDMAV_DRIVERS (troubleshooting T16).
 unset RDMAV_DRIVERS
 ENV
   if [[ $DEEPEP_TARGET == gke ]]; then
     cat >>"$ENV_FILE.tmp" <<ENV
 # In a container the image's provider folder lacks this ABI's mlx5 provider: copy the host's into
-# libibverbs' default folder, which every spawned process searches (seed 003's fix; RDMAV_DRIVERS is
+# libibverbs' default folder, which every spawned process searches (troubleshooting T16's fix; RDMAV_DRIVERS is
 # not inherited reliably). The benchmark pods mount a writable emptyDir there over a read-only root.
 if [ ! -e $RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so ]; then
   { mkdir -p $RDMA_LIBDIR/libibverbs && cp '$R/rdma-core/lib/libibverbs/libmlx5-rdmav$pabi.so' $RDMA_LIBDIR/libibverbs/; } 2>/dev/null ||

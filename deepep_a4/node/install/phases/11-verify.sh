@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase verify: the checks of seed 000 §6 and seed 001, each with its own message; all are run, and
+# Phase verify: the checks of R0's verification list and field report R1, each with its own message; all are run, and
 # the phase fails listing every check that did not pass.
 
 phase_inputs() {
@@ -43,7 +43,7 @@ ports_ok() {
   done
 }
 # dma-buf registration instead of nvidia_peermem: the override, and the driver remapping peer MMIO
-# (seed 000 §3.1 checks "DmaRemapPeerMmio: 1").
+# (troubleshooting T09 checks "DmaRemapPeerMmio: 1").
 peermapping_ok() {
   driver_params_have_peermapping && grep -Eq '^DmaRemapPeerMmio: *1$' "$SYS/proc/driver/nvidia/params"
 }
@@ -66,7 +66,7 @@ pr466_ok() { grep -q _setup_device_hca_mapping "$R/DeepEP/deep_ep/buffer.py"; }
 gdrdrv_ok() { [[ "$(lsmod)" =~ (^|$'\n')gdrdrv[[:space:]] && -c $SYS/dev/gdrdrv ]]; }
 
 phase_run() {
-  need_packages ibverbs-utils # ibv_devinfo (seed 001 phase 0)
+  need_packages ibverbs-utils # ibv_devinfo (field report R1 phase 0)
   : >"$STATE/verify.out"
   check "nvcc reports CUDA $CUDA_VERSION" nvcc_ok
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
