@@ -11,10 +11,11 @@ GCE VMs' bucket). With --stack and no SOURCE the stack's own Jobs are read, thro
 kubeconfig the stack exports.
 
 The report puts every measured figure next to the B200 baseline of the field reports
-(deepep_a4/tools/report/baselines.py) and the ratio; a figure below `--gate-ratio` (the stack's benchGateRatio) times its baseline fails the
-gate, and so does a failed, truncated or timed-out test. Exit status: 0 gate passed, 1 gate failed,
-2 nothing found or a usage error (an unreadable source, an unknown stack, a bad option). A runner JSON
-that is not usable is skipped with a warning that names the file.
+(deepep_a4/tools/report/baselines.py) and the ratio; a figure below `--gate-ratio` (the stack's
+benchGateRatio) times its baseline fails the gate, and so does a failed, truncated or timed-out test.
+Exit status: 0 gate passed, 1 gate failed, 2 nothing found or a usage error (an unreadable source, an
+unknown stack, a bad option). A runner JSON that is not usable is skipped with a warning that names the
+file.
 """
 
 from __future__ import annotations
