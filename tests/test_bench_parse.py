@@ -1,4 +1,4 @@
-"""scripts/bench/parse.py: every DeepEP v1.2.1 result line, the seeds' samples, failed and truncated runs."""
+"""The parser (node/bench/parse.py): every DeepEP v1.2.1 result line, field report samples, failed runs."""
 
 from __future__ import annotations
 

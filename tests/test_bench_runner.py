@@ -1,4 +1,4 @@
-"""scripts/bench/run_bench.py with stand-in DeepEP tests: env handling, streaming, JSON, exit codes."""
+"""The runner (node/bench/run_bench.py) with stand-in DeepEP tests: env handling, streaming, JSON, exit codes."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from tests.conftest import ROOT, stack_config
 
 STAGE = ROOT / "deepep_a4" / "node" / "gce" / "bench_stage.py"
 
-# Stands in for scripts/bench/run_bench.py: records its call, writes what the runner writes.
+# Stands in for the runner (node/bench/run_bench.py): records its call, writes what the runner writes.
 FAKE_RUNNER = r"""
 import json, os, sys
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""scripts/plan.py end to end: the files it writes, its errors, its speed."""
+"""`deepep-a4 plan` end to end: the files it writes, its errors, its speed."""
 
 from __future__ import annotations
 

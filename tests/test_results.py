@@ -1,4 +1,4 @@
-"""scripts/results.py: sources, baseline table, gate, Markdown, CSV and sweep plots from recorded logs."""
+"""The report (deepep-a4 report): sources, baseline table, gate, Markdown, CSV and sweep plots from recorded logs."""
 
 from __future__ import annotations
 
@@ -368,7 +368,7 @@ def test_gate_ratio_outside_0_to_1_is_a_usage_error(value: str, capsys: pytest.C
 
 @pytest.mark.parametrize(("value", "ok"), [("-0.01", False), ("0", True), ("0.5", True), ("1", True), ("1.01", False)])
 def test_gate_ratio_range_is_the_one_of_bench_gate_ratio(value: str, ok: bool) -> None:
-    # components/config.py: benchGateRatio "must be a fraction between 0 and 1" (0 <= ratio <= 1).
+    # deepep_a4/config: benchGateRatio "must be a fraction between 0 and 1" (0 <= ratio <= 1).
     if ok:
         assert results.gate_ratio_arg(value) == float(value)
     else:

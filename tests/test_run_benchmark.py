@@ -1,4 +1,4 @@
-"""scripts/run_benchmark.py's orchestration with the Automation API and the platforms replaced by fakes."""
+"""deepep-a4 run's orchestration with the Automation API and the platforms replaced by fakes."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
             Problem(
                 "nvshmemVersion",
                 version,
-                f"has no checked NVIDIA/nvshmem release tag (known: {tags}); add it to components/upstream.py",
+                f"has no checked NVIDIA/nvshmem release tag (known: {tags}); add it to deepep_a4/upstream.py",
             )
         )
     if source == "pip" and "internode" in v["benchmarks"]:

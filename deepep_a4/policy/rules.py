@@ -15,7 +15,7 @@ from typing import Any
 
 from deepep_a4 import provisioning
 
-# The namespace of the installer DaemonSet (components.gke_workloads.NAMESPACE; a test keeps them equal).
+# The namespace of the installer DaemonSet (deepep_a4.node.names.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
 INSTALLER_NAMESPACE = "deepep-a4"
 A4_PREFIX = "a4-"

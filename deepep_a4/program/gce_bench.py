@@ -2,9 +2,9 @@
 
 GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script that
 
-1. writes the rendered installer (`components.installer.render_startup_script(cfg)`, target
-   `/opt/deepep`), the benchmark runner (`scripts/bench/*.py`) and the stage
-   (`scripts/gce/bench_stage.py`) under `/opt/deepep/gce/`, byte for byte as rendered here;
+1. writes the rendered installer (`deepep_a4.program.installer.render_startup_script(cfg)`, target
+   `/opt/deepep`), the benchmark runner (deepep_a4/node/bench/, as node/payload.py lists it) and the stage
+   (deepep_a4/node/gce/) under `/opt/deepep/gce/`, byte for byte as rendered here;
 2. runs the installer, which resumes at its own markers and may reboot the VM once: it then exits 75
    ("reboot scheduled", not a failure), the script stops, starts again at the next boot and the
    installer carries on where it stopped;

@@ -77,7 +77,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
         "runId": run_id,
         "resultsUrl": results_url,
         "progressCommand": f"gcloud storage cat '{results_url}/node-*/status.json'",
-        # results.py copies the run with `gcloud storage cp -r` (scripts/gce/gcs_source.py) and writes the report.
+        # `deepep-a4 report` copies the run with `gcloud storage cp -r` (tools/gcs_source.py), then writes it.
         "reportCommand": f".venv/bin/deepep-a4 report {results_url} --stack {cfg.stack}",
         "downloadCommand": f"mkdir -p {local} && gcloud storage cp -r {results_url} {local}/",
     }

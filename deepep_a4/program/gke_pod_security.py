@@ -10,7 +10,7 @@ privileged on a node, and why"):
 - with `podNetworking: hostNetwork` nothing hands `/dev/infiniband` to a container, so the RDMA
   benchmark is privileged there; `multiNetwork` (the default) is the least-privilege way.
 
-Whatever the scanner (checkov, scripts/gates/security.py) still flags is suppressed on the object
+Whatever the scanner (checkov, ci/gates/security.py) still flags is suppressed on the object
 itself, as `checkov.io/skipN: CHECK_ID=reason` annotations built here, so a reason travels with the
 manifest and the scan shows it.
 """

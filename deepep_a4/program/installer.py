@@ -1,6 +1,6 @@
 """The node installer, rendered from the stack's versions: one code path for GKE nodes and GCE VMs.
 
-`scripts/install/` holds the bash runner (`run.sh`), its shared helpers (`lib.sh`) and one file per
+`deepep_a4/node/install/` holds the bash runner (`run.sh`), its shared helpers (`lib.sh`) and one file per
 phase (`phases/NN-name.sh`). Rendering adds `config.sh`: the stack's versions, options, download URLs,
 pinned checksums and the phase dependency graph. The scripts themselves are shipped byte for byte, so
 the offline plan's `files/install/<target>/` is exactly what runs on a node.
@@ -13,7 +13,7 @@ Checksums: a download is verified against `CHECKSUMS` (artifact name -> sha256).
 known without downloading the artifact is not made up here: unpinned downloads are trusted on first
 use and their digests recorded on the node (`R/state/downloads.tsv`), ready to be pinned in the table;
 `REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP and PR #466 are pinned by git commit
-(components/upstream.py), which git itself verifies.
+(deepep_a4/upstream.py), which git itself verifies.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def _config_body(cfg: StackConfig, target: str) -> str:
     lines = [
         "# shellcheck shell=bash disable=SC2034  # read by run.sh, lib.sh and the phases",
         f"# deepep-a4 installer configuration: stack {cfg.stack}, target {target}.",
-        "# Rendered by components/installer.py from the stack's versions; edit the stack, not this file.",
+        "# Rendered by deepep_a4/program/installer.py from the stack's versions; edit the stack, not this file.",
     ]
     lines += [f"{name}={_q(value)}" for name, value in values.items()]
     lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')

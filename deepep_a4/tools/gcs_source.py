@@ -1,10 +1,10 @@
-"""`gs://BUCKET/PREFIX` as a source of scripts/results.py: the GCE VMs' results in the stack's bucket.
+"""`gs://BUCKET/PREFIX` as a source of `deepep-a4 report`: the GCE VMs' results in the stack's bucket.
 
-    python scripts/results.py gs://deepep-gce-b200-results-PROJECT/runs/RUN_ID --stack gce-b200
+    .venv/bin/deepep-a4 report gs://deepep-gce-b200-results-PROJECT/runs/RUN_ID --stack gce-b200
 
 Copies the prefix with the user's `gcloud storage cp -r` (no client library to install) into a
 temporary folder and reads it like a folder of saved results. Layout written by the VMs
-(scripts/gce/bench_stage.py): runs/RUN_ID/node-R/TEST/{TEST.log, TEST.json, nccl.*, summary.json}.
+(deepep_a4/node/gce/bench_stage.py): runs/RUN_ID/node-R/TEST/{TEST.log, TEST.json, nccl.*, summary.json}.
 """
 
 from __future__ import annotations

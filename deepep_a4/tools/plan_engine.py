@@ -1,6 +1,6 @@
 """Runs the real Pulumi program under Pulumi's mock engine: no cloud, no credentials, no CLI.
 
-Shared by the offline plan (scripts/plan.py) and the tests. The mocks answer like the providers
+Shared by the offline plan (deepep-a4 plan) and the tests. The mocks answer like the providers
 would for the few computed outputs the program reads (self links, emails, cluster endpoint...).
 """
 

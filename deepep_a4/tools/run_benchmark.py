@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One command for the whole loop: up, install on every node, benchmarks, report, destroy.
 
-    python scripts/run_benchmark.py --stack gke-b200 [--keep] [--yes] [--out DIR]
+    .venv/bin/deepep-a4 run --stack gke-b200 [--keep] [--yes] [--out DIR]
 
 Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH):
 
@@ -219,7 +219,7 @@ class BenchmarkRun:
             self.say(f"  {self.s.cap_line}")
         self.say(f"  See it:       pulumi stack -s {name}")
         self.say(f"  Remove it:    pulumi destroy -s {name}")
-        self.say(f"            or: python scripts/run_benchmark.py --stack {name} --destroy")
+        self.say(f"            or: .venv/bin/deepep-a4 run --stack {name} --destroy")
         return rc
 
 

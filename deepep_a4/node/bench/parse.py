@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parser of DeepEP test output (v1.2.1 and the default 1.2.1+29d31c0) and of this runner's NCCL check.
 
-    python scripts/bench/parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
+    python3 parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
 
 prints one JSON record per line and exits 0 when every test in the log completed and passed, 1 when a
 test failed, or its output is truncated, unknown or missing (the reasons go to stderr), 2 when LOG

@@ -11,7 +11,7 @@ Inside a benchmark pod or on a VM, after the installer:
    will use, checks the data and prints its bandwidth: a broken fabric shows here, before DeepEP.
 3. Runs each DeepEP test (tests/test_intranode.py, test_low_latency.py, test_internode.py) with the
    arguments given, streams its output live, keeps it in RESULTS/<test>.log and parses it into
-   RESULTS/<test>.json (records as scripts/bench/parse.py prints them).
+   RESULTS/<test>.json (records as parse.py prints them).
 
 Internode: the same command runs on every node with WORLD_SIZE = number of nodes, RANK = this node's
 index (or JOB_COMPLETION_INDEX), MASTER_ADDR = node 0's address and MASTER_PORT.

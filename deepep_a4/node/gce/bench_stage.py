@@ -8,7 +8,7 @@ The VM's startup script (rendered by deepep_a4/program/gce_bench.py) runs the in
     python3 bench_stage.py --rerun TEST[,TEST] [--attempt N]   # by hand: run finished tests again
 
 1. The single-node tests (intranode, low-latency) run here with the benchmark runner
-   (scripts/bench/run_bench.py, shipped next to this file), one runner call per test.
+   (bench/run_bench.py, shipped next to this file), one runner call per test.
 2. Then every VM meets the others at a barrier in the results bucket and all run the internode test
    together: RANK = this VM's index, WORLD_SIZE = node count, MASTER_ADDR = VM 0's static address.
    A peer that does not show up within the wait is named, with the last status it reported.

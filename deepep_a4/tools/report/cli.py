@@ -24,7 +24,7 @@ from deepep_a4.tools.report.writers import write_report
 
 
 def gate_ratio_arg(text: str) -> float:
-    """--gate-ratio: a fraction between 0 and 1, the range components/config.py allows for benchGateRatio."""
+    """--gate-ratio: a fraction between 0 and 1, the range deepep_a4/config allows for benchGateRatio."""
     try:
         ratio = float(text)
     except ValueError:

@@ -19,7 +19,7 @@ from deepep_a4.tools.report.records import check_runner_doc, skip_text
 
 ROOT = project_root()
 
-DEFAULT_GATE_RATIO = 0.5  # components/config.py's default of benchGateRatio (a test keeps them equal)
+DEFAULT_GATE_RATIO = 0.5  # deepep_a4/config's default of benchGateRatio (a test keeps them equal)
 
 # -- sources ---------------------------------------------------------------------------------------------
 

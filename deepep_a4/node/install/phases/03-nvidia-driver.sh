@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase nvidia-driver: the open kernel modules at the pinned version (seeds: 575 on GKE, 580 on GCE),
+# Phase nvidia-driver: the open kernel modules at the pinned version (field reports: 575 on GKE, 580 on GCE),
 # unless the platform already provides exactly that version.
 
 phase_inputs() {

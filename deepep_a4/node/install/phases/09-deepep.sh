@@ -27,7 +27,7 @@ checkout() {
     retry 3 git -C "$dir" fetch --quiet origin "$DEEPEP_PR466_REF"
     head="$(git -C "$dir" rev-parse FETCH_HEAD)"
     [[ $head == "$DEEPEP_PR466_HEAD" ]] ||
-      die "PR #466 ($DEEPEP_PR466_REF) is now at $head, not the checked $DEEPEP_PR466_HEAD: review it, then update components/upstream.py, or set deepepPr466=false"
+      die "PR #466 ($DEEPEP_PR466_REF) is now at $head, not the checked $DEEPEP_PR466_HEAD: review it, then update deepep_a4/upstream.py, or set deepepPr466=false"
     git -C "$dir" diff "$DEEPEP_PR466_BASE" "$DEEPEP_PR466_HEAD" >"$CACHE/deepep-pr466.diff"
     git -C "$dir" apply --whitespace=nowarn "$CACHE/deepep-pr466.diff" ||
       die "PR #466 does not apply to DeepEP $DEEPEP_REF: pick a ref it applies to, or set deepepPr466=false"
