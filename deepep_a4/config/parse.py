@@ -7,18 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from deepep_a4.config import model
 from deepep_a4.config.keys import KEYS, KEYS_BY_NAME, PROJECT_NAME, ConfigError, Key, Problem
-from deepep_a4.config.model import (
-    BenchCase,
-    BenchmarkOptions,
-    GceOptions,
-    GkeOptions,
-    InstallerOptions,
-    NetworkConfig,
-    NvshmemRuntime,
-    StackConfig,
-    Versions,
-)
 from deepep_a4.config.rules import (
     check_benchmarks,
     check_capacity,
@@ -58,7 +48,7 @@ def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
         return key.default if key.kind is not list else tuple(key.default)
 
 
-def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
+def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     """Builds the validated config of `stack` from raw key/value pairs (keys without namespace).
 
     Raises ConfigError listing every problem found.
@@ -94,7 +84,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
     if problems:
         raise ConfigError(problems)
 
-    return StackConfig(
+    return model.StackConfig(
         stack=stack,
         platform=v["platform"],
         project=v["project"],
@@ -109,7 +99,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
         ttl_seconds=ttl_seconds,
         boot_disk_gb=v["bootDiskGb"],
         local_ssd_count=v["localSsdCount"],
-        network=NetworkConfig(
+        network=model.NetworkConfig(
             host_cidr=v["hostCidr"],
             pods_cidr=v["podsCidr"],
             services_cidr=v["servicesCidr"],
@@ -118,7 +108,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             master_cidr=v["masterCidr"],
             ssh_via_iap=v["sshViaIap"],
         ),
-        versions=Versions(
+        versions=model.Versions(
             doca_ofed=v["docaOfedVersion"],
             nvidia_driver=v["nvidiaDriverVersion"],
             cuda=v["cudaVersion"],
@@ -129,13 +119,13 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             deepep_ref=v["deepepRef"],
             deepep_pr466=v["deepepPr466"],
         ),
-        nvshmem=NvshmemRuntime(nic_handler=v["nicHandler"], hca_prefix=v["hcaPrefix"], gid_index=v["gidIndex"]),
-        installer=InstallerOptions(
+        nvshmem=model.NvshmemRuntime(nic_handler=v["nicHandler"], hca_prefix=v["hcaPrefix"], gid_index=v["gidIndex"]),
+        installer=model.InstallerOptions(
             use_doca_ofed=v["useDocaOfed"],
             gdrcopy_kernel_module=v["gdrcopyKernelModule"],
             allow_reboot=v["allowReboot"],
         ),
-        gke=GkeOptions(
+        gke=model.GkeOptions(
             version=v["gkeVersion"],
             release_channel=v["gkeReleaseChannel"],
             public_endpoint=v["gkePublicEndpoint"],
@@ -145,15 +135,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> StackConfig:
             pod_networking=v["podNetworking"],
             container_image=v["containerImage"],
         ),
-        gce=GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
-        benchmarks=BenchmarkOptions(
+        gce=model.GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
+        benchmarks=model.BenchmarkOptions(
             tests=tuple(v["benchmarks"]),
             hidden=v["benchHidden"],
             topk=v["benchTopk"],
             processes=v["benchProcesses"],
-            intranode=BenchCase(v["intranodeTokens"], v["intranodeExperts"]),
-            low_latency=BenchCase(v["lowLatencyTokens"], v["lowLatencyExperts"]),
-            internode=BenchCase(v["internodeTokens"], v["internodeExperts"]),
+            intranode=model.BenchCase(v["intranodeTokens"], v["intranodeExperts"]),
+            low_latency=model.BenchCase(v["lowLatencyTokens"], v["lowLatencyExperts"]),
+            internode=model.BenchCase(v["internodeTokens"], v["internodeExperts"]),
             timeout_minutes=v["benchTimeoutMinutes"],
             gate_ratio=float(v["benchGateRatio"]),
         ),
@@ -178,7 +168,7 @@ def raw_from_pulumi() -> dict[str, Any]:
     return {k[len(prefix) :]: val for k, val in merged.items() if k.startswith(prefix)}
 
 
-def load() -> StackConfig:
+def load() -> model.StackConfig:
     """The validated config of the running stack; raises ConfigError before any resource exists."""
     import pulumi
 

@@ -102,11 +102,8 @@ def shipped_files() -> dict[str, str]:
 
 
 def _heredoc(path: str, text: str, mode: str) -> str:
-    tag = "DEEPEP_A4_EOF_" + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
-    if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
-        raise ValueError(f"heredoc delimiter collides with the content of {path}")
-    body = text if text.endswith("\n") else text + "\n"
-    return f"install -d -m 0755 \"$(dirname '{path}')\"\ncat > '{path}' <<'{tag}'\n{body}{tag}\nchmod {mode} '{path}'\n"
+    write = installer.heredoc(f"'{path}'", text, "DEEPEP_A4_EOF_")
+    return f"install -d -m 0755 \"$(dirname '{path}')\"\n{write}chmod {mode} '{path}'\n"
 
 
 def render_startup_script(cfg: StackConfig) -> str:

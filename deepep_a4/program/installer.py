@@ -201,12 +201,17 @@ def installer_hash(cfg: StackConfig, target: str | None = None) -> str:
     return _render(cfg, target or cfg.platform)[1]
 
 
-def _heredoc(path: str, text: str) -> str:
-    tag = "DEEPEP_INSTALL_EOF_" + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
+def heredoc(target: str, text: str, tag_prefix: str) -> str:
+    """`cat > TARGET <<'TAG'` with the text byte for byte; TARGET is a shell word (quoted by the caller)."""
+    tag = tag_prefix + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
     if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
-        raise ValueError(f"heredoc delimiter collides with the content of {path}")
+        raise ValueError(f"heredoc delimiter collides with the content of {target}")
     body = text if text.endswith("\n") else text + "\n"
-    return f"cat > \"$new/{path}\" <<'{tag}'\n{body}{tag}\n"
+    return f"cat > {target} <<'{tag}'\n{body}{tag}\n"
+
+
+def _heredoc(path: str, text: str) -> str:
+    return heredoc(f'"$new/{path}"', text, "DEEPEP_INSTALL_EOF_")
 
 
 def render_startup_script(cfg: StackConfig) -> str:

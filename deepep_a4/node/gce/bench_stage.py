@@ -45,40 +45,17 @@ from typing import Any
 
 try:  # in the package (tests) or next to each other on the VM (/opt/deepep/gce)
     from deepep_a4.node import names
-    from deepep_a4.node.gce.stage_io import (
-        LOCAL_TESTS,
-        STARTUP_LOG,
-        DirStore,
-        GcsStore,
-        Settings,
-        Store,
-        get_json,
-        metadata_attributes,
-        now,
-        put_json,
-        say,
-    )
+    from deepep_a4.node.gce import stage_io as io
 except ImportError:  # pragma: no cover - on a VM the script's own folder is sys.path[0]
     import names  # type: ignore[no-redef]
-    from stage_io import (  # type: ignore[no-redef]
-        LOCAL_TESTS,
-        STARTUP_LOG,
-        DirStore,
-        GcsStore,
-        Settings,
-        Store,
-        get_json,
-        metadata_attributes,
-        now,
-        put_json,
-        say,
-    )
+    import stage_io as io  # type: ignore[no-redef]
+
 
 # -- the stage -------------------------------------------------------------------------------------
 
 
 class Stage:
-    def __init__(self, s: Settings, store: Store, attempt: str = "1"):
+    def __init__(self, s: io.Settings, store: io.Store, attempt: str = "1"):
         self.s = s
         self.store = store
         self.attempt = attempt
@@ -86,17 +63,17 @@ class Stage:
         self.host = socket.gethostname()
 
     def status(self, state: str, **extra: Any) -> None:
-        doc = {"state": state, "rank": self.s.rank, "host": self.host, "runId": self.s.run_id, "updated": now()}
-        put_json(self.store, f"{self.node}/status.json", doc | extra)
+        doc = {"state": state, "rank": self.s.rank, "host": self.host, "runId": self.s.run_id, "updated": io.now()}
+        io.put_json(self.store, f"{self.node}/status.json", doc | extra)
 
     def upload_startup_log(self) -> None:
-        path = Path(os.environ.get("DEEPEP_GCE_STARTUP_LOG", STARTUP_LOG))
+        path = Path(os.environ.get("DEEPEP_GCE_STARTUP_LOG", io.STARTUP_LOG))
         if path.is_file():
             # Not *.log: results.py reads every .log it finds, and this one repeats the tests' output.
             self.store.put(f"{self.node}/startup-script.out", path.read_bytes())
 
     def done(self, test: str) -> dict[str, Any] | None:
-        return get_json(self.store, f"{self.node}/{test}/done.json")
+        return io.get_json(self.store, f"{self.node}/{test}/done.json")
 
     def runner_argv(self, test: str, results: Path) -> list[str]:
         runner = self.s.runner or str(Path(__file__).resolve().parent / "bench" / "run_bench.py")
@@ -112,7 +89,7 @@ class Stage:
         env.update(self.s.runner_env)  # the stack's test settings (the runner's BENCH_* contract)
         env.update(env_extra)
         argv = self.runner_argv(test, results)
-        say(f"{test}: {' '.join(argv)}")
+        io.say(f"{test}: {' '.join(argv)}")
         started = time.monotonic()
         rc = subprocess.call(argv, env=env)
         for path in sorted(results.rglob("*")):
@@ -122,8 +99,8 @@ class Stage:
         doc = {"test": test, "rc": rc, "status": status, "seconds": round(time.monotonic() - started, 1)}
         if test == "internode":
             doc["attempt"] = self.attempt
-        put_json(self.store, f"{self.node}/{test}/done.json", doc | {"finished": now(), "host": self.host})
-        say(f"{test}: {status} (runner exit {rc}); results in gs://{self.s.bucket}/{self.node}/{test}/")
+        io.put_json(self.store, f"{self.node}/{test}/done.json", doc | {"finished": io.now(), "host": self.host})
+        io.say(f"{test}: {status} (runner exit {rc}); results in gs://{self.s.bucket}/{self.node}/{test}/")
         return rc
 
     def barrier(self) -> list[int]:
@@ -135,7 +112,7 @@ class Stage:
         """
         prefix = f"runs/{self.s.run_id}/internode/{self.attempt}/ready/"
         mine = f"{prefix}{self.s.rank}"
-        put_json(self.store, mine, {"host": self.host, "ready": now()})
+        io.put_json(self.store, mine, {"host": self.host, "ready": io.now()})
         deadline = time.monotonic() + self.s.peer_wait_s
         last_note = 0.0
         while True:
@@ -144,7 +121,7 @@ class Stage:
             if not missing:  # read the peers' done markers only once everyone has marked (64 VMs poll this)
                 missing = [r for r in range(self.s.world_size) if self.finished_attempt(r)]
             if not missing:
-                say(f"internode: all {self.s.world_size} nodes are ready (attempt {self.attempt})")
+                io.say(f"internode: all {self.s.world_size} nodes are ready (attempt {self.attempt})")
                 return []
             if time.monotonic() >= deadline:
                 self.store.delete(mine)
@@ -152,19 +129,19 @@ class Stage:
             if time.monotonic() - last_note >= 300 or not last_note:
                 waited = int(self.s.peer_wait_s - (deadline - time.monotonic()))
                 names = "; ".join(self.describe(r) for r in missing)
-                say(f"internode: waiting for {len(missing)} peer(s) ({waited}s of {self.s.peer_wait_s}s): {names}")
+                io.say(f"internode: waiting for {len(missing)} peer(s) ({waited}s of {self.s.peer_wait_s}s): {names}")
                 last_note = time.monotonic()
             time.sleep(self.s.poll_s)
 
     def finished_attempt(self, rank: int) -> bool:
-        done = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
+        done = io.get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
         return bool(done) and str(done.get("attempt")) == self.attempt
 
     def describe(self, rank: int) -> str:
         """A peer, with the last status it reported, for messages about peers that did not show up."""
         p = self.s.peer(rank)
-        st = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/status.json")
-        done = get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
+        st = io.get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/status.json")
+        done = io.get_json(self.store, f"runs/{self.s.run_id}/node-{rank}/internode/done.json")
         if done:
             last = f"finished internode already ({done.get('status')} at {done.get('finished')})"
         elif st:
@@ -176,12 +153,12 @@ class Stage:
     def run(self, rerun: tuple[str, ...] = ()) -> int:
         s = self.s
         self.status(names.GCE_STATE_BENCHMARKING)
-        say(f"run {s.run_id}: node {s.rank} of {s.world_size}, tests {', '.join(s.tests) or 'none'}")
+        io.say(f"run {s.run_id}: node {s.rank} of {s.world_size}, tests {', '.join(s.tests) or 'none'}")
         failed: list[str] = []
-        for test in (t for t in LOCAL_TESTS if t in s.tests):
+        for test in (t for t in io.LOCAL_TESTS if t in s.tests):
             prior = self.done(test)
             if prior and test not in rerun:
-                say(f"{test}: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
+                io.say(f"{test}: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
                 if prior.get("status") != "passed":
                     failed.append(test)
                 continue
@@ -191,13 +168,13 @@ class Stage:
         if "internode" in s.tests and s.world_size > 1:
             prior = self.done("internode")
             if prior and "internode" in rerun and str(prior.get("attempt")) == self.attempt:
-                say(
+                io.say(
                     f"error: internode attempt {self.attempt} already ran here; a rerun needs a new --attempt, "
                     "the same on every VM"
                 )
                 return 2
             if prior and "internode" not in rerun:
-                say(f"internode: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
+                io.say(f"internode: already done ({prior.get('status')} at {prior.get('finished')}), not repeating")
                 if prior.get("status") != "passed":
                     failed.append("internode")
             else:
@@ -208,8 +185,8 @@ class Stage:
                     msg = f"internode: gave up after {minutes} min waiting for " + "; ".join(
                         self.describe(r) for r in missing
                     )
-                    say("error: " + msg)
-                    say(
+                    io.say("error: " + msg)
+                    io.say(
                         "bring missing VMs back with `pulumi up --refresh`, then run the internode test again "
                         "on every VM at once: reboot them all, or run "
                         f"`sudo python3 {Path(__file__).resolve()} --rerun internode --attempt 2` on each"
@@ -230,7 +207,7 @@ class Stage:
         state = names.GCE_STATE_FAILED if failed else names.GCE_STATE_DONE
         self.status(state, failed=failed)
         self.upload_startup_log()
-        say(
+        io.say(
             f"benchmarks {state}"
             + (f": {', '.join(failed)} failed" if failed else "")
             + f"; gs://{s.bucket}/{self.node}/"
@@ -238,9 +215,9 @@ class Stage:
         return 1 if failed else 0
 
 
-def make_store(s: Settings) -> Store:
+def make_store(s: io.Settings) -> io.Store:
     local = os.environ.get("DEEPEP_GCE_STORE_DIR")
-    return DirStore(local) if local else GcsStore(s.bucket)
+    return io.DirStore(local) if local else io.GcsStore(s.bucket)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,11 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempt", default="1", help="internode barrier round; every VM of a rerun must use the same")
     args = ap.parse_args(argv)
 
-    attrs = json.loads(Path(args.attributes).read_text()) if args.attributes else metadata_attributes()
-    settings = Settings.from_attributes(attrs)
+    attrs = json.loads(Path(args.attributes).read_text()) if args.attributes else io.metadata_attributes()
+    settings = io.Settings.from_attributes(attrs)
     stage = Stage(settings, make_store(settings), attempt=args.attempt)
     if args.install_failed is not None:
-        say(f"the installer failed (exit {args.install_failed}): no benchmarks on this boot")
+        io.say(f"the installer failed (exit {args.install_failed}): no benchmarks on this boot")
         stage.status(names.GCE_STATE_INSTALL_FAILED, rc=args.install_failed)
         stage.upload_startup_log()
         return args.install_failed or 1
