@@ -661,15 +661,41 @@ def test_deepep_built_for_another_gpu_fails(tmp_path: Path) -> None:
     assert "phase 'deepep' failed" in proc.stderr and "troubleshooting T13" in proc.stderr
 
 
-def test_verify_wants_dma_remap_of_peer_mmio(tmp_path: Path) -> None:
+def test_verify_fails_when_the_loaded_driver_has_no_peer_mapping(tmp_path: Path) -> None:
+    # The driver's registry parameters are what counts; DmaRemapPeerMmio is 1 by default and proves nothing.
     m = Machine(tmp_path)
     d = m.render(cfg_of())
     install(m, d)
     params = m.sys / "proc/driver/nvidia/params"
-    params.write_text(params.read_text().replace("DmaRemapPeerMmio: 1", "DmaRemapPeerMmio: 0"))
+    params.write_text('RegistryDwords: ""\nDmaRemapPeerMmio: 1\n')
     proc = m.run(d, "--redo", "verify")
     assert proc.returncode == 1
-    assert "DmaRemapPeerMmio: 1" in proc.stderr
+    assert "PeerMappingOverride active in the driver" in proc.stderr
+
+
+@pytest.mark.parametrize(("version", "major"), [("3.5.19", 4), ("3.4.5", 3)])
+def test_nvshmem_transport_is_checked_by_the_abi_major_of_its_source(tmp_path: Path, version: str, major: int) -> None:
+    # NVSHMEM 3.5 raised TRANSPORT_VERSION_MAJOR to 4 (src/CMakeLists.txt): lib/nvshmem_transport_ibgda.so.4;
+    # a fixed .so.3 check failed every 3.5 build after the whole compile. Its nvshmem-info also needs lib/
+    # on the library path (exit 127 otherwise), which the stub reproduces.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(nvshmemVersion=version))
+    install(m, d)
+    lib = m.root / "nvshmem" / "lib"
+    assert (lib / f"nvshmem_transport_ibgda.so.{major}").exists()
+    assert not (lib / f"nvshmem_transport_ibgda.so.{7 - major}").exists()
+    assert f"IBGDA transport ABI {major}" in (m.root / "logs/nvshmem.log").read_text()
+
+
+def test_nvshmem_built_without_ibgda_fails_its_phase(tmp_path: Path) -> None:
+    # nvshmem-info prints NVSHMEM_IBGDA_SUPPORT either way: only =ON may pass.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d, STUB_NVSHMEM_IBGDA="OFF").returncode == 75
+    m.reboot()
+    proc = m.run(d, STUB_NVSHMEM_IBGDA="OFF")
+    assert proc.returncode == 1
+    assert "phase 'nvshmem' failed" in proc.stderr and "NVSHMEM_IBGDA_SUPPORT=ON" in proc.stderr
 
 
 def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

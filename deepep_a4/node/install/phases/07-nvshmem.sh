@@ -52,13 +52,21 @@ from_source() {
     ${cccl:+-DCMAKE_CXX_FLAGS=-I$cccl -DCMAKE_CUDA_FLAGS=-I$cccl}
   cmake --build "$src/build" -j "$(nproc)"
   cmake --install "$src/build"
-  local f
-  for f in lib/libnvshmem_host.so lib/nvshmem_transport_ibgda.so.3 bin/nvshmem-info; do
+  # NVSHMEM loads its IBGDA transport by the ABI major its source declares (4 from 3.5, 3 before:
+  # troubleshooting T07), so the file to check comes from the source, not from a fixed name.
+  local f major info
+  major="$(sed -n 's/^[[:space:]]*set([[:space:]]*TRANSPORT_VERSION_MAJOR[[:space:]]\+\([0-9]\+\).*/\1/p' "$src/src/CMakeLists.txt" | head -n1)"
+  [[ -n $major ]] || die "NVSHMEM $NVSHMEM_VERSION: no TRANSPORT_VERSION_MAJOR in $src/src/CMakeLists.txt"
+  for f in lib/libnvshmem_host.so "lib/nvshmem_transport_ibgda.so.$major" bin/nvshmem-info; do
     [[ -e $R/nvshmem/$f ]] || die "NVSHMEM built but $R/nvshmem/$f is missing"
   done
-  [[ "$("$R/nvshmem/bin/nvshmem-info" -a)" == *NVSHMEM_IBGDA_SUPPORT* ]] ||
-    die "nvshmem-info -a does not list IBGDA support: the build did not enable it"
-  log "NVSHMEM $NVSHMEM_VERSION built from source into $R/nvshmem (IBGDA, GDRCopy, sm_$CUDA_ARCH)"
+  # 3.5's nvshmem-info finds libnvshmem_host only through the library path (RUNPATH is \$ORIGIN, bin/).
+  info="$(LD_LIBRARY_PATH="$R/nvshmem/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$R/nvshmem/bin/nvshmem-info" -a)" ||
+    die "$R/nvshmem/bin/nvshmem-info -a failed (exit $?): the install is incomplete"
+  # nvshmem-info prints every build variable with its value: only =ON proves IBGDA was built in.
+  [[ $info =~ (^|[[:space:]])NVSHMEM_IBGDA_SUPPORT=ON([[:space:]]|$) ]] ||
+    die "nvshmem-info -a does not say NVSHMEM_IBGDA_SUPPORT=ON: the build did not enable IBGDA"
+  log "NVSHMEM $NVSHMEM_VERSION built from source into $R/nvshmem (IBGDA transport ABI $major, GDRCopy, sm_$CUDA_ARCH)"
 }
 
 phase_run() {

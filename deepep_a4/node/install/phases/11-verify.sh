@@ -42,14 +42,18 @@ ports_ok() {
       }
   done
 }
-# dma-buf registration instead of nvidia_peermem: the override, and the driver remapping peer MMIO
-# (troubleshooting T09 checks "DmaRemapPeerMmio: 1").
+# dma-buf registration instead of nvidia_peermem: the override in the loaded driver's registry
+# parameters (troubleshooting T09). DmaRemapPeerMmio is 1 by default and proves nothing, so it is not asked.
 peermapping_ok() {
-  driver_params_have_peermapping && grep -Eq '^DmaRemapPeerMmio: *1$' "$SYS/proc/driver/nvidia/params"
+  driver_params_have_peermapping && grep -E '^RegistryDwords' "$SYS/proc/driver/nvidia/params"
 }
 ibgda_ok() {
+  local info
   if [[ $NVSHMEM_SOURCE == source ]]; then
-    "$R/nvshmem/bin/nvshmem-info" -a | grep IBGDA
+    # 3.5's nvshmem-info finds libnvshmem_host only through the library path (troubleshooting T07); it
+    # prints every build variable with its value, so only =ON proves IBGDA was built in.
+    info="$(LD_LIBRARY_PATH="$R/nvshmem/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$R/nvshmem/bin/nvshmem-info" -a)" || return 1
+    grep -oE '(^|[[:space:]])NVSHMEM_IBGDA_SUPPORT=ON([[:space:]]|$)' <<<"$info"
   else
     ls "$(nvshmem_home)"/lib/nvshmem_transport_ibgda.so*
   fi
@@ -72,7 +76,7 @@ phase_run() {
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
   check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
   check "every HCA PORT_ACTIVE, mlx5 provider loads without RDMAV_DRIVERS" ports_ok
-  check "PeerMappingOverride active, DmaRemapPeerMmio: 1 (dma-buf)" peermapping_ok
+  check "PeerMappingOverride active in the driver (dma-buf)" peermapping_ok
   check "NVSHMEM has IBGDA" ibgda_ok
   check "import deep_ep with the env file" import_ok
   check "DEEP_EP_DEVICE_TO_HCA_MAPPING maps $EXPECTED_GPUS GPUs" mapping_ok
