@@ -7,6 +7,7 @@
 #   bash ci/test.sh                    all gates
 #   bash ci/test.sh ruff-lint pytest   only the gates named (plan runs first when a gate needs it)
 #   bash ci/test.sh --list             the gates
+#   bash ci/test.sh --help             this text
 set -Euo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -113,6 +114,7 @@ main() {
   local -a want=() failed=() summary=()
   local g t0 rc all0
   if [[ ${1:-} == --list ]]; then printf '%s\n' "${GATES[@]}"; return 0; fi
+  if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; return 0; fi
   for g in "$@"; do
     [[ " ${GATES[*]} " == *" $g "* ]] || { echo "unknown gate '$g' (gates: ${GATES[*]})" >&2; return 2; }
   done

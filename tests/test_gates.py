@@ -226,3 +226,9 @@ def test_test_sh_names_every_gate_and_refuses_an_unknown_one() -> None:
     ]
     unknown = subprocess.run(["bash", "ci/test.sh", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert unknown.returncode == 2 and "unknown gate 'mypy'" in unknown.stderr
+
+
+def test_test_script_help_prints_its_usage() -> None:
+    proc = subprocess.run(["bash", "ci/test.sh", "--help"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert "bash ci/test.sh --list" in proc.stdout and "unknown gate" not in proc.stderr

@@ -318,3 +318,26 @@ def test_results_py_reads_the_bucket_through_gs_source(tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     assert "gs://bkt/runs/run1" in report
     assert "internode" in report
+
+
+def test_the_stage_off_a_vm_fails_at_once_with_one_line() -> None:
+    # Off a VM the metadata server's name does not resolve; asking it over HTTP would wait through retries.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = __import__("time").monotonic()
+    proc = subprocess.run([sys.executable, str(STAGE)], capture_output=True, text=True, check=False, env=env)
+    took = __import__("time").monotonic() - started
+    if proc.returncode == 0:  # pragma: no cover - this machine is a GCE VM
+        pytest.skip("running on a GCE VM")
+    assert proc.returncode == 2 and took < 10
+    assert proc.stderr.startswith("error: metadata.google.internal does not resolve")
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_on_gce_vm_asks_name_resolution_only() -> None:
+    from deepep_a4.node.gce import stage_io
+
+    def fail(host: str, port: int) -> None:
+        raise OSError("no such host")
+
+    assert stage_io.on_gce_vm(fail) is False
+    assert stage_io.on_gce_vm(lambda host, port: [("ok",)]) is True

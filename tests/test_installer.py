@@ -770,3 +770,23 @@ def test_gce_startup_treats_exit_75_as_a_reboot_under_way(
         assert "a reboot is under way" in (root / "var/log/deepep-gce/startup.log").read_text()
     if installer_rc == 4:
         assert "--install-failed 4" in trace
+
+
+def test_plan_off_a_node_reads_only(tmp_path: Path) -> None:
+    # `run.sh --plan` answers what a run would do; it must not create the install root, take the lock, or
+    # forget the markers --redo names.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    proc = m.run(d, "--plan")
+    assert proc.returncode == 0, proc.stderr
+    assert all(line.endswith(" run") for line in proc.stdout.splitlines())
+    assert list(m.root.iterdir()) == []  # the machine's (empty) install root stays empty
+    install(m, d)
+    markers = sorted(p.name for p in (m.root / "state/markers").iterdir())
+    redo = m.run(d, "--plan", "--redo", "deepep")
+    assert [line.split()[0] for line in redo.stdout.splitlines() if line.endswith(" run")] == [
+        "deepep",
+        "env",
+        "verify",
+    ]
+    assert sorted(p.name for p in (m.root / "state/markers").iterdir()) == markers

@@ -228,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempt", default="1", help="internode barrier round; every VM of a rerun must use the same")
     args = ap.parse_args(argv)
 
-    attrs = json.loads(Path(args.attributes).read_text()) if args.attributes else io.metadata_attributes()
+    try:
+        attrs = json.loads(Path(args.attributes).read_text()) if args.attributes else io.metadata_attributes()
+    except (io.NotOnVmError, OSError, json.JSONDecodeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return names.EXIT_USAGE
     settings = io.Settings.from_attributes(attrs)
     stage = Stage(settings, make_store(settings), attempt=args.attempt)
     if args.install_failed is not None:

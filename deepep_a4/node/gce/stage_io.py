@@ -4,6 +4,7 @@ results bucket (or a folder, in tests). Stdlib only: shipped next to bench_stage
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -117,7 +118,29 @@ def http(req: urllib.request.Request, tries: int = 6) -> bytes | None:
     return None
 
 
+class NotOnVmError(RuntimeError):
+    """The stage runs only on a VM of the stack: there is no metadata server here."""
+
+
+METADATA_HOST = "metadata.google.internal"
+
+
+def on_gce_vm(resolve: Any = socket.getaddrinfo) -> bool:
+    """Whether the metadata server's name resolves: on a GCE VM it always does, at once; elsewhere it
+    does not, and asking it over HTTP would only wait through the retries."""
+    try:
+        resolve(METADATA_HOST, 80)
+    except OSError:
+        return False
+    return True
+
+
 def metadata_attributes() -> dict[str, str]:
+    if not on_gce_vm():
+        raise NotOnVmError(
+            f"{METADATA_HOST} does not resolve: this is not a GCE VM of the stack (the stage runs there, from the "
+            "startup script); pass --attributes FILE to run it elsewhere"
+        )
     req = request(f"{METADATA}/instance/attributes/?recursive=true", headers={"Metadata-Flavor": "Google"})
     body = http(req)
     if body is None:

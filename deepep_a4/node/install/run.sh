@@ -193,6 +193,16 @@ main() {
     cat "$STATUS"
     return 0
   fi
+  if [[ $mode == plan ]]; then
+    # Read only: no folders, no lock, and --redo only shows what it would rerun.
+    local again=" "
+    [[ -n $redo ]] && again+="$(dependents "$redo" | tr '\n' ' ') "
+    for p in "${PHASES[@]}"; do
+      KEY[$p]="$(phase_key "$p")"
+      if [[ $again != *" $p "* ]] && is_current "$p"; then echo "$p ${KEY[$p]} current"; else echo "$p ${KEY[$p]} run"; fi
+    done
+    return 0
+  fi
   mkdir -p "$MARKERS" "$PSTATE" "$LOGS" "$CACHE" "$SRC"
   # One run at a time: the DaemonSet's restarts and the VM's startup script can overlap.
   exec 9>"$STATE/run.lock"
@@ -207,12 +217,6 @@ main() {
       break
     fi
   done
-  if [[ $mode == plan ]]; then
-    for p in "${PHASES[@]}"; do
-      if is_current "$p"; then echo "$p ${KEY[$p]} current"; else echo "$p ${KEY[$p]} run"; fi
-    done
-    return 0
-  fi
   log "deepep-a4 installer, stack $DEEPEP_STACK, target $DEEPEP_TARGET, root $R, installer $INSTALLER_HASH"
   if [[ -z $first ]]; then
     log "every phase is current: nothing to do"
