@@ -790,3 +790,25 @@ def test_plan_off_a_node_reads_only(tmp_path: Path) -> None:
         "verify",
     ]
     assert sorted(p.name for p in (m.root / "state/markers").iterdir()) == markers
+
+
+HW = FIXTURES / "hw"
+
+
+@pytest.mark.parametrize(("version", "source_version"), [("3.5.19", "3.5.1"), ("3.4.5", "3.4.5")])
+def test_stub_nvshmem_install_matches_the_hardware_run(tmp_path: Path, version: str, source_version: str) -> None:
+    # The shipped nvshmem phase ran on an H100 for 3.5.1 and 3.4.5 (tests/fixtures/install/hw/): the stub
+    # machine must install the same transport file name and answer nvshmem-info the same way.
+    real = (HW / f"h100_nvshmem-{source_version}.log").read_text()
+    assert "phase rc=0" in real
+    real_transport = sorted(set(re.findall(r"^nvshmem_transport_ibgda\.so\.\d+$", real, re.M)))
+    real_no_path_rc = int(re.search(r"without the library path\nrc=(\d+)", real)[1])
+    assert re.search(r"(^|\s)NVSHMEM_IBGDA_SUPPORT=ON(\s|$)", real)
+
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(nvshmemVersion=version))
+    install(m, d)
+    lib = m.root / "nvshmem" / "lib"
+    assert sorted(p.name for p in lib.glob("nvshmem_transport_ibgda.so.*")) == real_transport
+    info = subprocess.run([str(m.root / "nvshmem/bin/nvshmem-info"), "-a"], capture_output=True, text=True, check=False)
+    assert info.returncode == real_no_path_rc
