@@ -812,3 +812,27 @@ def test_stub_nvshmem_install_matches_the_hardware_run(tmp_path: Path, version: 
     assert sorted(p.name for p in lib.glob("nvshmem_transport_ibgda.so.*")) == real_transport
     info = subprocess.run([str(m.root / "nvshmem/bin/nvshmem-info"), "-a"], capture_output=True, text=True, check=False)
     assert info.returncode == real_no_path_rc
+
+
+def test_a_half_configured_doca_ofed_is_not_taken_for_installed(tmp_path: Path) -> None:
+    # dpkg-query prints a version for a half-configured package too; only "install ok installed" counts.
+    m = Machine(tmp_path, hca="rocep")
+    stub = m.sys / "var/lib/stub"
+    stub.mkdir(parents=True, exist_ok=True)
+    (stub / "pkg-doca-ofed").write_text("3.2.1-052000\n")
+    (stub / "pkg-doca-ofed.status").write_text("install ok half-configured")
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    assert any("doca-ofed" in c and " install " in c for c in m.calls("apt-get"))
+
+
+def test_an_interrupted_dpkg_is_repaired_before_apt(tmp_path: Path) -> None:
+    m = Machine(tmp_path, hca="rocep")
+    stub = m.sys / "var/lib/stub"
+    stub.mkdir(parents=True, exist_ok=True)
+    (stub / "dpkg-interrupted").write_text("")
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    log = m.calls()
+    first_apt = next(i for i, c in enumerate(log) if c.startswith("apt-get"))
+    assert any(c.startswith("dpkg --configure -a") for c in log[:first_apt])

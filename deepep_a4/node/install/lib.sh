@@ -87,8 +87,21 @@ wait_apt_lock() {
 
 apt_get() {
   wait_apt_lock
+  # An apt killed mid-run (a preempted node, a reboot) leaves "dpkg was interrupted": every later apt call
+  # fails until the half-done packages are configured.
+  dpkg --configure -a || die "dpkg --configure -a failed: the package database needs repair (see above)"
   retry 3 apt-get -y -q -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT_S" \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
+}
+
+# installed_version PKG: the version of PKG if dpkg has it fully installed ("install ok installed", ii),
+# else nothing. dpkg-query prints a version for half-configured and removed-but-configured (rc) packages
+# too, so the version alone would count a failed install as done.
+installed_version() {
+  local line
+  line="$(dpkg-query -W -f='${Status}|${Version}' "$1" 2>/dev/null || true)"
+  [[ $line == "install ok installed|"* ]] && echo "${line#*|}"
+  return 0
 }
 
 # need_packages PKG...: installs, in one apt transaction, those of the Ubuntu packages PKG... that are
@@ -98,7 +111,7 @@ apt_get() {
 need_packages() {
   local pkg missing=()
   for pkg in "$@"; do
-    [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" == *"ok installed"* ]] || missing+=("$pkg")
+    [[ -n "$(installed_version "$pkg")" ]] || missing+=("$pkg")
   done
   ((${#missing[@]})) || return 0
   log "installing ${missing[*]}"

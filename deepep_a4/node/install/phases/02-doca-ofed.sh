@@ -10,7 +10,7 @@ phase_inputs() {
 phase_run() {
   ((USE_DOCA_OFED)) || phase_skip "useDocaOfed=false: keeping the inbox rdma-core (HCA prefix $HCA_PREFIX)"
   local installed os repo key
-  installed="$(dpkg-query -W -f='${Version}' doca-ofed 2>/dev/null || true)"
+  installed="$(installed_version doca-ofed)"
   # Newer GCP B200 images ship DOCA-OFED already (field report R1, 2026-02): mlx5_* names mean nothing to do.
   if [[ "$(first_hca)" == mlx5* ]]; then
     phase_skip "HCAs are already mlx5_* (doca-ofed ${installed:-from the image})"
@@ -29,6 +29,7 @@ phase_run() {
   echo "deb [signed-by=/etc/apt/keyrings/doca.asc] $repo ./" >"$SYS/etc/apt/sources.list.d/doca.list"
   apt_get update
   apt_get install "linux-headers-$(uname -r)" doca-ofed
-  installed="$(dpkg-query -W -f='${Version}' doca-ofed)"
+  installed="$(installed_version doca-ofed)"
+  [[ -n $installed ]] || die "apt installed doca-ofed but dpkg does not list it as installed (ii): see the apt output above"
   log "DOCA-OFED $installed installed; HCAs become mlx5_* after the reboot"
 }
