@@ -17,6 +17,8 @@ ENV_FILE="$R/unified-env.sh"
 CUDA_HOME="$SYS/usr/local/cuda-$CUDA_VERSION"
 CUDA_MAJOR="${CUDA_VERSION%%.*}"
 : "${REBOOT_EXIT:?config.sh sets it}"
+# No download may hang a node's install: each one (curl, git over the network) ends within this bound.
+DOWNLOAD_TIMEOUT_S="${DEEPEP_DOWNLOAD_TIMEOUT_S:-1800}"
 export DEBIAN_FRONTEND=noninteractive
 export TZ=UTC
 
@@ -28,6 +30,9 @@ die() {
 }
 
 # retry ATTEMPTS CMD...: exponential backoff from DEEPEP_RETRY_BASE_S (2 s; tests set 0).
+# net CMD...: a network command (git clone/fetch) bounded like every download.
+net() { timeout --kill-after=30 "$DOWNLOAD_TIMEOUT_S" "$@"; }
+
 retry() {
   local attempts=$1 n=1 delay="${DEEPEP_RETRY_BASE_S:-2}"
   shift
@@ -56,7 +61,8 @@ fetch() {
     return 0
   fi
   mkdir -p "$(dirname "$dest")"
-  retry 5 curl -fsSL --connect-timeout 30 --retry 2 -o "$dest.part" "$url" || die "download failed: $url"
+  retry 5 curl -fsSL --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" --retry 2 -o "$dest.part" "$url" ||
+    die "download failed: $url"
   got="$(sha256_of "$dest.part")"
   if [[ -n $want && $got != "$want" ]]; then
     rm -f "$dest.part"
@@ -90,7 +96,7 @@ apt_get() {
   # An apt killed mid-run (a preempted node, a reboot) leaves "dpkg was interrupted": every later apt call
   # fails until the half-done packages are configured.
   dpkg --configure -a || die "dpkg --configure -a failed: the package database needs repair (see above)"
-  retry 3 apt-get -y -q -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT_S" \
+  retry 3 apt-get -y -q -o DPkg::Lock::Timeout="$APT_LOCK_TIMEOUT_S" -o Acquire::http::Timeout=60 -o Acquire::Retries=3 \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@"
 }
 

@@ -4,7 +4,8 @@
 # one reboot of the peermapping phase.
 
 phase_inputs() {
-  echo "use=$USE_DOCA_OFED version=$DOCA_OFED_VERSION want=$HCA_PREFIX"
+  # DOCA-OFED's kernel modules are built for the running kernel: a new kernel reruns the phase.
+  echo "use=$USE_DOCA_OFED version=$DOCA_OFED_VERSION want=$HCA_PREFIX kernel=$(uname -r)"
 }
 
 phase_run() {

@@ -3,7 +3,8 @@
 # unless the platform already provides exactly that version.
 
 phase_inputs() {
-  echo "install=$INSTALL_DRIVER version=$NVIDIA_DRIVER_VERSION target=$DEEPEP_TARGET"
+  # The driver's modules are built for the running kernel: a new kernel reruns the phase.
+  echo "install=$INSTALL_DRIVER version=$NVIDIA_DRIVER_VERSION target=$DEEPEP_TARGET kernel=$(uname -r)"
 }
 
 loaded_driver_version() {

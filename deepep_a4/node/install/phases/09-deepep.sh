@@ -12,9 +12,9 @@ checkout() {
   local dir="$R/DeepEP" head
   if [[ ! -d $dir/.git ]]; then
     rm -rf "$dir"
-    retry 3 git clone --quiet "$DEEPEP_REPO" "$dir"
+    retry 3 net git clone --quiet "$DEEPEP_REPO" "$dir"
   fi
-  retry 3 git -C "$dir" fetch --quiet --tags origin "$DEEPEP_REF"
+  retry 3 net git -C "$dir" fetch --quiet --tags origin "$DEEPEP_REF"
   git -C "$dir" checkout --quiet --force --detach FETCH_HEAD
   git -C "$dir" clean -fdxq
   head="$(git -C "$dir" rev-parse HEAD)"
@@ -24,7 +24,7 @@ checkout() {
   log "DeepEP $DEEPEP_REF at $head"
   if ((DEEPEP_PR466)); then
     # Pinned by commit: a force-push to the PR is refused here instead of built.
-    retry 3 git -C "$dir" fetch --quiet origin "$DEEPEP_PR466_REF"
+    retry 3 net git -C "$dir" fetch --quiet origin "$DEEPEP_PR466_REF"
     head="$(git -C "$dir" rev-parse FETCH_HEAD)"
     [[ $head == "$DEEPEP_PR466_HEAD" ]] ||
       die "PR #466 ($DEEPEP_PR466_REF) is now at $head, not the checked $DEEPEP_PR466_HEAD: review it, then update deepep_a4/upstream.py, or set deepepPr466=false"
