@@ -802,7 +802,9 @@ def test_stub_nvshmem_install_matches_the_hardware_run(tmp_path: Path, version: 
     real = (HW / f"h100_nvshmem-{source_version}.log").read_text()
     assert "phase rc=0" in real
     real_transport = sorted(set(re.findall(r"^nvshmem_transport_ibgda\.so\.\d+$", real, re.M)))
-    real_no_path_rc = int(re.search(r"without the library path\nrc=(\d+)", real)[1])
+    found = re.search(r"without the library path\nrc=(\d+)", real)
+    assert found, "the hardware log records nvshmem-info's exit code"
+    real_no_path_rc = int(found[1])
     assert re.search(r"(^|\s)NVSHMEM_IBGDA_SUPPORT=ON(\s|$)", real)
 
     m = Machine(tmp_path)
