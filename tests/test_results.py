@@ -405,3 +405,31 @@ def test_a_sources_own_exit_message_exits_2_not_1(tmp_path: Path, capsys: pytest
         report_sources._SOURCES.pop("nt")
     assert rc == 2
     assert capsys.readouterr().err.strip() == "error: reading nt://x needs the nt CLI"
+
+
+def test_a_stack_report_without_the_pulumi_cli_says_so(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no pulumi here
+    proc = subprocess.run(
+        [*RESULTS, "--stack", "gke-b200", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: pulumi not found on PATH")
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_gate_ratio_of_a_stack_comes_from_its_stack_file(tmp_path: Path, monkeypatch) -> None:
+    # No silent fallback: the stack's benchGateRatio is read the way Pulumi reads the stack, no CLI needed.
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text(
+        "config:\n  deepep-a4:project: my-project-1\n  deepep-a4:benchGateRatio: '0.7'\n"
+    )
+    monkeypatch.setattr(report_sources, "ROOT", tmp_path)
+    assert results.stack_gate_ratio("t") == 0.7
+    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text("config:\n  deepep-a4:benchGateRatio: lots\n")
+    with pytest.raises(results.SourceError, match=r"stack t: cannot read its benchGateRatio"):
+        results.stack_gate_ratio("t")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -73,11 +74,25 @@ def main(argv: list[str] | None = None) -> int:
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if args.stack:
         if gate is None:
-            gate = stack_gate_ratio(args.stack)
+            try:
+                gate = stack_gate_ratio(args.stack)
+            except SourceError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
         if not specs:
+            if shutil.which("pulumi") is None:
+                print(
+                    "error: pulumi not found on PATH: the stack's kubeconfig comes from `pulumi stack output`; "
+                    "install the Pulumi CLI, or name a source (saved logs, k8s:NAMESPACE --kubeconfig FILE, gs://...)",
+                    file=sys.stderr,
+                )
+                return 2
             kubeconfig = stack_output(args.stack, "kubeconfig", secret=True)
             if kubeconfig is None:
-                print(f"stack {args.stack} has no kubeconfig output (is it a GKE stack that is up?)", file=sys.stderr)
+                print(
+                    f"error: stack {args.stack} has no kubeconfig output (is it a GKE stack that is up?)",
+                    file=sys.stderr,
+                )
                 return 2
             tmp = tempfile.TemporaryDirectory()
             kc = Path(tmp.name) / "kubeconfig"

@@ -228,15 +228,13 @@ def stack_output(stack: str, name: str, secret: bool = False) -> str | None:
     return out or None
 
 
-def stack_gate_ratio(stack: str) -> float | None:
+def stack_gate_ratio(stack: str) -> float:
+    """The stack's benchGateRatio, read from its stack file as Pulumi reads it (the config model's default
+    when the file does not set it); SourceError when the stack's config is not valid."""
+    from deepep_a4 import config
+
     try:
-        out = subprocess.run(
-            ["pulumi", "config", "get", "benchGateRatio", "--stack", stack],
-            check=True,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout.strip()
-        return float(out)
-    except (OSError, subprocess.CalledProcessError, ValueError):
-        return None
+        cfg = config.parse(stackfile.project_keys(stackfile.read(stack, ROOT)), stack)
+    except (stackfile.StackFileError, config.ConfigError) as err:
+        raise SourceError(f"stack {stack}: cannot read its benchGateRatio: {err}") from None
+    return cfg.benchmarks.gate_ratio
