@@ -267,3 +267,11 @@ def test_settings_reference_lists_every_key_with_its_allowed_values() -> None:
         row = next(line for line in text.splitlines() if line.startswith(f"| `{key.name}` |"))
         for choice in key.choices:
             assert choice in row
+
+
+@pytest.mark.parametrize("driver", ["DEFAULT", "LATEST"])
+def test_a_gke_loaded_driver_is_refused_because_peer_mapping_could_never_apply(driver: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.parse({"project": "my-project-1", "platform": "gke", "gkeGpuDriver": driver}, "t")
+    (problem,) = err.value.problems
+    assert problem.key == "gkeGpuDriver" and "insmod" in problem.allowed and "PeerMappingOverride" in problem.allowed

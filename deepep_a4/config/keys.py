@@ -120,7 +120,13 @@ KEYS: tuple[Key, ...] = (
     Key("gkePublicEndpoint", bool, True, "Keep the control plane's public endpoint (with authorized networks)."),
     Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public endpoint."),
     Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
-    Key("gkeGpuDriver", str, "installer", "Who installs the GPU driver: our installer or GKE.", GKE_GPU_DRIVERS),
+    Key(
+        "gkeGpuDriver",
+        str,
+        "installer",
+        "Who installs the GPU driver; GKE's own (DEFAULT, LATEST) is refused: PeerMappingOverride cannot apply to it.",
+        GKE_GPU_DRIVERS,
+    ),
     Key("podNetworking", str, "multiNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
     Key(
         "containerImage",

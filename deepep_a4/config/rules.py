@@ -269,6 +269,17 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         )
     if not 0 <= v["gidIndex"] <= 255:
         problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
+    if v["platform"] == "gke" and v["gkeGpuDriver"] != "installer":
+        # GKE's own driver installer loads the module with insmod: /etc/modprobe.d options never apply, so
+        # PeerMappingOverride (dma-buf registration, troubleshooting T09) could never be active.
+        problems.append(
+            Problem(
+                "gkeGpuDriver",
+                v["gkeGpuDriver"],
+                "GKE loads its driver with insmod, so PeerMappingOverride (troubleshooting T09) never applies: "
+                "use installer",
+            )
+        )
 
 
 def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
