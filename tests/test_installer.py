@@ -144,6 +144,7 @@ class Machine:
         """What the node looks like after `shutdown -r`: new boot id, driver reloaded, DOCA's HCA names."""
         state = self.sys / "var/lib/stub"
         (state / "reboot-scheduled").unlink()
+        shutil.rmtree(self.sys / "run", ignore_errors=True)  # /run is a tmpfs: empty after a boot
         self._new_boot_id()
         shutil.rmtree(self.sys / "proc/driver", ignore_errors=True)
         if (state / "driver-installed").exists():
@@ -593,14 +594,6 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
     assert include.startswith(str(dest)) and (Path(include) / "Python.h").is_file(), include
 
 
-def test_platform_driver_is_left_alone(tmp_path: Path) -> None:
-    m = Machine(tmp_path, driver_loaded="570.1")
-    d = m.render(cfg_of("gke-b200", gkeGpuDriver="LATEST"), "gke")
-    m.run(d)
-    assert not any("nvidia-driver" in c for c in m.calls("apt-get"))
-    assert "the platform installs the GPU driver" in m.status()["phases"]["nvidia-driver"]["note"]
-
-
 def test_cpu_nic_handler_builds_gdrdrv_with_a_boot_unit(tmp_path: Path) -> None:
     m = Machine(tmp_path)
     d = m.render(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
@@ -861,3 +854,25 @@ def test_a_new_kernel_reruns_the_doca_and_driver_phases(tmp_path: Path) -> None:
     newer = m.run(d, "--plan", STUB_KERNEL="6.8.0-2000-gcp")
     rerun = [line.split()[0] for line in newer.stdout.splitlines() if line.endswith(" run")]
     assert rerun[:2] == ["doca-ofed", "nvidia-driver"]
+
+
+def test_a_failed_shutdown_leaves_no_marker_and_the_rerun_schedules_again(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    failed = m.run(d, STUB_FAIL="shutdown:*")
+    assert failed.returncode == 1 and "could not schedule the reboot" in failed.stderr
+    assert not (m.root / "state/reboot-requested").exists()
+    assert m.run(d).returncode == 75  # scheduled this time, not "waiting" for a reboot that never comes
+
+
+def test_a_cancelled_reboot_fails_once_with_the_reason_instead_of_waiting_forever(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    assert m.run(d).returncode == 75  # still scheduled: waiting for it is right
+    (m.sys / "run/systemd/shutdown/scheduled").unlink()  # `shutdown -c`
+    cancelled = m.run(d)
+    assert cancelled.returncode == 1
+    assert "the reboot scheduled in this boot did not happen" in cancelled.stderr
+    assert m.status()["error"]["phase"] == "peermapping"
+    assert m.run(d).returncode == 75  # the rerun schedules it again

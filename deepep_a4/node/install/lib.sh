@@ -30,6 +30,13 @@ die() {
 }
 
 # retry ATTEMPTS CMD...: exponential backoff from DEEPEP_RETRY_BASE_S (2 s; tests set 0).
+# A scheduled reboot that has not come this long after its time has failed or was cancelled.
+REBOOT_GRACE_S="${DEEPEP_REBOOT_GRACE_S:-600}"
+
+# reboot_scheduled: systemd keeps a pending `shutdown -r` in /run/systemd/shutdown/scheduled (MODE=reboot);
+# `shutdown -c` or a failed shutdown removes it.
+reboot_scheduled() { grep -qs '^MODE=reboot' "$SYS/run/systemd/shutdown/scheduled"; }
+
 # net CMD...: a network command (git clone/fetch) bounded like every download.
 net() { timeout --kill-after=30 "$DOWNLOAD_TIMEOUT_S" "$@"; }
 

@@ -44,9 +44,15 @@ phase_run() {
     return 0
   fi
   [[ -f $STATE/reboot-requested ]] && requested="$(<"$STATE/reboot-requested")"
-  if [[ -n $requested && $requested == "$(boot_id)" ]]; then
-    log "a reboot was already scheduled in this boot; waiting for it"
-    exit "$REBOOT_EXIT"
+  if [[ -n $requested && ${requested%% *} == "$(boot_id)" ]]; then
+    # Scheduled in this boot. Waiting is right only while the reboot is still scheduled and due: a
+    # cancelled or failed shutdown would otherwise make every rerun wait forever.
+    if reboot_scheduled && (($(date +%s) < ${requested##* })); then
+      log "a reboot was already scheduled in this boot; waiting for it"
+      exit "$REBOOT_EXIT"
+    fi
+    rm -f "$STATE/reboot-requested"
+    die "the reboot scheduled in this boot did not happen (cancelled, or not done by $(date -u -d "@${requested##* }" +%FT%TZ)); still missing: $missing. Rerun the installer to schedule it again"
   fi
   if [[ -n $requested ]]; then
     die "after the installer's one reboot still missing: $missing. Check $MODPROBE_CONF, dmesg and 'dpkg -l doca-ofed'; the installer does not reboot twice (delete $STATE/reboot-requested to allow one more)"
@@ -54,11 +60,13 @@ phase_run() {
   if ((!ALLOW_REBOOT)); then
     die "missing: $missing. The settings are written ($MODPROBE_CONF) but need a reboot and allowReboot=false: reboot the node yourself, then rerun"
   fi
-  boot_id >"$STATE/reboot-requested"
   log "missing: $missing"
   log "scheduling the installer's one reboot; rerun the installer after the boot to resume"
   shutdown -r +1 "deepep-a4 installer: reboot for PeerMappingOverride / DOCA-OFED" ||
-    die "could not schedule the reboot (shutdown -r +1)"
+    die "could not schedule the reboot (shutdown -r +1 failed): reboot the node yourself, then rerun"
+  reboot_scheduled || die "shutdown -r +1 returned 0 but systemd has no reboot scheduled: reboot the node yourself, then rerun"
+  # Only now, with the reboot really scheduled: this boot's id and when the reboot is overdue.
+  echo "$(boot_id) $(($(date +%s) + 60 + REBOOT_GRACE_S))" >"$STATE/reboot-requested"
   exit "$REBOOT_EXIT"
 }
 
