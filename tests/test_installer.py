@@ -27,7 +27,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "install"
 STUB = FIXTURES / "stub.sh"
 STUBBED = (
     "id uname nvidia-smi modinfo dpkg-query dpkg apt-get apt-mark modprobe depmod insmod shutdown curl make "
-    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig"
+    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig nvidia-modprobe"
 ).split()
 REAL_TOOLS = (
     "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
@@ -147,8 +147,11 @@ class Machine:
         shutil.rmtree(self.sys / "run", ignore_errors=True)  # /run is a tmpfs: empty after a boot
         self._new_boot_id()
         shutil.rmtree(self.sys / "proc/driver", ignore_errors=True)
+        shutil.rmtree(self.sys / "dev", ignore_errors=True)  # devtmpfs: device nodes are made anew at boot
         if (state / "driver-installed").exists():
             self._load_driver()
+        if (state / "enabled/deepep-nvidia-devices.service").exists():  # the boot unit runs its ExecStart
+            subprocess.run([str(self.bin / "nvidia-modprobe"), "-c0", "-u"], env=self.env(), check=False)
         if (state / "pkg-doca-ofed").exists():
             ib = self.sys / "sys/class/infiniband"
             shutil.rmtree(ib)
@@ -876,3 +879,17 @@ def test_a_cancelled_reboot_fails_once_with_the_reason_instead_of_waiting_foreve
     assert "the reboot scheduled in this boot did not happen" in cancelled.stderr
     assert m.status()["error"]["phase"] == "peermapping"
     assert m.run(d).returncode == 75  # the rerun schedules it again
+
+
+def test_device_nodes_come_from_a_boot_unit_and_verify_checks_them(tmp_path: Path) -> None:
+    # GKE's device plugin waits for /dev/nvidiactl and /dev/nvidia-uvm; GKE's own Ubuntu driver installer
+    # makes them with `nvidia-modprobe -c0 -u`, and so must every boot here.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    install(m, d)  # includes a reboot: the nodes there come from the boot unit
+    unit = (m.sys / "etc/systemd/system/deepep-nvidia-devices.service").read_text()
+    assert "ExecStart=/usr/bin/nvidia-modprobe -c0 -u" in unit
+    assert (m.sys / "dev/nvidiactl").exists() and (m.sys / "dev/nvidia-uvm").exists()
+    (m.sys / "dev/nvidia-uvm").unlink()
+    proc = m.run(d, "--redo", "verify")
+    assert proc.returncode == 1 and "/dev/nvidia-uvm missing" in proc.stderr

@@ -31,6 +31,30 @@ publish_for_gke_device_plugin() {
   log "driver userspace copied to $dst/{lib64,bin} for GKE's device plugin"
 }
 
+# GKE's device plugin waits until /dev/nvidiactl and /dev/nvidia-uvm exist; nothing creates them on a
+# node without X, so GKE's own Ubuntu driver installer runs `nvidia-modprobe -c0 -u`. So does this unit,
+# at every boot (and the phase once now).
+DEVICES_UNIT=/etc/systemd/system/deepep-nvidia-devices.service
+ensure_device_nodes() {
+  mkdir -p "$SYS/etc/systemd/system"
+  cat >"$SYS$DEVICES_UNIT" <<UNIT
+[Unit]
+Description=deepep-a4: create /dev/nvidiactl and /dev/nvidia-uvm (GKE's device plugin waits for them)
+After=systemd-modules-load.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/nvidia-modprobe -c0 -u
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable deepep-nvidia-devices.service
+  nvidia-modprobe -c0 -u || log "nvidia-modprobe could not create the device nodes yet: the boot unit does after the reboot"
+}
+
 phase_run() {
   local have major
   have="$(loaded_driver_version)"
@@ -39,6 +63,7 @@ phase_run() {
   fi
   if [[ $have == "$NVIDIA_DRIVER_VERSION" ]]; then
     [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
+    ensure_device_nodes
     phase_skip "driver $have already present"
   fi
   [[ -n $have ]] && log "found driver $have; installing the pinned $NVIDIA_DRIVER_VERSION"
@@ -53,5 +78,6 @@ phase_run() {
     log "the new driver does not load next to the old one: it loads after the reboot"
   fi
   [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
+  ensure_device_nodes
   log "NVIDIA open driver $NVIDIA_DRIVER_VERSION installed"
 }

@@ -58,6 +58,15 @@ ibgda_ok() {
     ls "$(nvshmem_home)"/lib/nvshmem_transport_ibgda.so*
   fi
 }
+device_nodes_ok() {
+  local n
+  for n in nvidiactl nvidia-uvm; do
+    [[ -e $SYS/dev/$n ]] || {
+      echo "/dev/$n missing: is deepep-nvidia-devices.service enabled (nvidia-modprobe -c0 -u)?"
+      return 1
+    }
+  done
+}
 import_ok() {
   env -u RDMAV_DRIVERS bash -c "source '$ENV_FILE' && '$(venv_python)' -c 'import torch, deep_ep; print(\"deep_ep\", deep_ep.__file__)'"
 }
@@ -74,6 +83,7 @@ phase_run() {
   : >"$STATE/verify.out"
   check "nvcc reports CUDA $CUDA_VERSION" nvcc_ok
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
+  check "/dev/nvidiactl and /dev/nvidia-uvm exist (GKE's device plugin waits for them)" device_nodes_ok
   check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
   check "every HCA PORT_ACTIVE, mlx5 provider loads without RDMAV_DRIVERS" ports_ok
   check "PeerMappingOverride active in the driver (dma-buf)" peermapping_ok
