@@ -226,7 +226,7 @@ def test_stacks_carry_the_seed_versions() -> None:
     # The seed's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
     assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")
     assert gke.versions.deepep_ref == "v1.2.1"
-    assert gke.versions.nvidia_driver.startswith("575.")
+    assert gke.versions.nvidia_driver.startswith("580.")  # R2 ran 575, a branch NVIDIA no longer supports
     gce = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gce-b200")), "gce-b200")
     assert gce.platform == "gce"
     assert (gce.versions.doca_ofed, gce.versions.nvshmem, gce.versions.cuda) == ("3.2.1", "3.5.19", "12.9")

@@ -27,7 +27,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "install"
 STUB = FIXTURES / "stub.sh"
 STUBBED = (
     "id uname nvidia-smi modinfo dpkg-query dpkg apt-get apt-mark modprobe depmod insmod shutdown curl make "
-    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig nvidia-modprobe"
+    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig nvidia-modprobe apt-cache"
 ).split()
 REAL_TOOLS = (
     "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
@@ -363,7 +363,7 @@ def test_the_seed_commands_are_what_runs(tmp_path: Path) -> None:
     m.run(d)
     calls = "\n".join(m.calls())
     assert "apt-get -y -q -o DPkg::Lock::Timeout=900" in calls
-    assert "nvidia-driver-580-open=580.126.09-*" in calls
+    assert "nvidia-driver-580-open nvidia-dkms-580-open nvidia-utils-580 libnvidia-compute-580" in calls
     assert "apt-mark hold nvidia-driver-580-open" in calls
     m.reboot()
     m.run(d)
@@ -893,3 +893,28 @@ def test_device_nodes_come_from_a_boot_unit_and_verify_checks_them(tmp_path: Pat
     (m.sys / "dev/nvidia-uvm").unlink()
     proc = m.run(d, "--redo", "verify")
     assert proc.returncode == 1 and "/dev/nvidia-uvm missing" in proc.stderr
+
+
+def test_the_whole_driver_package_set_is_locked_to_one_version(tmp_path: Path) -> None:
+    # Four packages pinned to V-* let apt take the newest build of their exact-version dependencies
+    # (libnvidia-gl, nvidia-kernel-common, ...): one apt preferences entry locks every package of the set.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    prefs = (m.sys / "etc/apt/preferences.d/deepep-nvidia-driver").read_text()
+    assert (
+        "Package: nvidia-* libnvidia-* xserver-xorg-video-nvidia-*\nPin: version 580.126.09-*\nPin-Priority: 1001"
+        in prefs
+    )
+    installs = [c for c in m.calls("apt-get") if "nvidia-driver-580-open" in c]
+    assert installs and all("=" not in c.split("nvidia-driver-580-open")[1][:1] for c in installs)
+    assert (m.sys / "var/lib/stub/driver-installed").read_text().strip() == "580.126.09"
+
+
+def test_a_pinned_driver_gone_from_the_repository_names_the_newest_build(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(nvidiaDriverVersion="580.65.06"))
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "NVIDIA driver 580.65.06 is not in the repository" in proc.stderr
+    assert "the newest 580 build there is 580.126.09" in proc.stderr

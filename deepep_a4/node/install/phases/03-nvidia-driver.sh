@@ -55,6 +55,31 @@ UNIT
   nvidia-modprobe -c0 -u || log "nvidia-modprobe could not create the device nodes yet: the boot unit does after the reboot"
 }
 
+# The driver's packages depend on each other at exact versions (libnvidia-gl, -common, -compute, -decode,
+# -encode, -extra, -fbc1, -cfg1, nvidia-kernel-common, nvidia-kernel-source-open, nvidia-compute-utils,
+# nvidia-firmware-...). Pinning four of them to V-* lets apt resolve the others to the newest build, which
+# breaks as soon as the repository carries one. NVIDIA's driver installation guide ("Version locking")
+# locks the whole set with the distribution's own mechanism: for apt, one preferences entry.
+DRIVER_PREFERENCES=/etc/apt/preferences.d/deepep-nvidia-driver
+lock_driver_version() {
+  mkdir -p "$SYS/etc/apt/preferences.d"
+  cat >"$SYS$DRIVER_PREFERENCES" <<PREF
+# deepep-a4: every NVIDIA driver package at $NVIDIA_DRIVER_VERSION (stack key nvidiaDriverVersion)
+Package: nvidia-* libnvidia-* xserver-xorg-video-nvidia-*
+Pin: version $NVIDIA_DRIVER_VERSION-*
+Pin-Priority: 1001
+PREF
+}
+
+# The pinned build must be in the repository; when it is gone, say which build of the branch is.
+require_driver_in_repo() {
+  local major=$1 builds newest
+  builds="$(apt-cache madison "nvidia-driver-$major-open" 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2 }')"
+  grep -q "^$NVIDIA_DRIVER_VERSION-" <<<"$builds" && return 0
+  newest="$(cut -d- -f1 <<<"$builds" | sort -V | tail -n1)"
+  die "NVIDIA driver $NVIDIA_DRIVER_VERSION is not in the repository (nvidia-driver-$major-open); the newest $major build there is ${newest:-none}: set nvidiaDriverVersion to it"
+}
+
 phase_run() {
   local have major
   have="$(loaded_driver_version)"
@@ -69,9 +94,10 @@ phase_run() {
   [[ -n $have ]] && log "found driver $have; installing the pinned $NVIDIA_DRIVER_VERSION"
   major="${NVIDIA_DRIVER_VERSION%%.*}"
   ensure_cuda_repo
+  require_driver_in_repo "$major"
+  lock_driver_version
   apt_get install "linux-headers-$(uname -r)" \
-    "nvidia-driver-$major-open=$NVIDIA_DRIVER_VERSION-*" "nvidia-dkms-$major-open=$NVIDIA_DRIVER_VERSION-*" \
-    "nvidia-utils-$major=$NVIDIA_DRIVER_VERSION-*" "libnvidia-compute-$major=$NVIDIA_DRIVER_VERSION-*"
+    "nvidia-driver-$major-open" "nvidia-dkms-$major-open" "nvidia-utils-$major" "libnvidia-compute-$major"
   # Unattended upgrades must not swap the driver under a running benchmark.
   apt-mark hold "nvidia-driver-$major-open" "nvidia-dkms-$major-open" "nvidia-utils-$major" "libnvidia-compute-$major"
   if ! modprobe nvidia; then
