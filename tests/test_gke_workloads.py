@@ -272,7 +272,7 @@ def test_rbac_allows_exactly_get_and_patch_on_nodes_for_the_installer_account(ho
 
 
 def test_a_changed_version_set_changes_the_pod_template(host: Built) -> None:
-    other = build(nvidiaDriverVersion="580.126.09")
+    other = build(nvidiaDriverVersion="580.105.08")
     assert other.outputs["installedVersionsHash"] != host.outputs["installedVersionsHash"]
     before, after = ds_pod(host), ds_pod(other)
     assert before != after

@@ -9,17 +9,7 @@ cannot be read (no such file, a folder) or the arguments are wrong.
 
 A log is either the raw output of one DeepEP test script (the test is then told from its lines, or
 given with --test) or the output of `run_bench.py`, whose `[runner] begin {...}` / `[runner] end {...}`
-markers separate the tests it ran. Record fields:
-
-    test     intranode | low-latency | internode | nccl
-    kind     config | layout | case | sweep | best | rank | nccl | warning | error | summary
-    name     what was measured: "dispatch", "combine", "dispatch+combine", "dispatch send/recv",
-             "layout kernel", "all-to-all", a case such as "BF16 with top-k async=False previous=False"
-    dtype    FP8 | BF16 | null
-    rank     the rank that printed the line (low-latency), else null
-    params   the configuration of the measurement (SMs, NVL chunk, RDMA chunk, async, previous...)
-    values   numbers, with their units in `units` (GB/s, us, ms, MB, B)
-    line     line number in the log (1-based)
+markers separate the tests it ran. The records are described in parse_records.py.
 
 Stdlib only: this file runs inside benchmark pods next to run_bench.py.
 """

@@ -1,5 +1,19 @@
 """The parser's records, and whether a parsed test is complete and passed (its summary record).
-Stdlib only: shipped next to run_bench.py."""
+
+Record fields:
+
+    test     intranode | low-latency | internode | nccl
+    kind     config | layout | case | sweep | best | rank | nccl | warning | error | summary
+    name     what was measured: "dispatch", "combine", "dispatch+combine", "dispatch send/recv",
+             "layout kernel", "all-to-all", a case such as "BF16 with top-k async=False previous=False"
+    dtype    FP8 | BF16 | null
+    rank     the rank that printed the line (low-latency), else null
+    params   the configuration of the measurement (SMs, NVL chunk, RDMA chunk, async, previous...)
+    values   numbers, with their units in `units` (GB/s, us, ms, MB, B)
+    line     line number in the log (1-based)
+
+Stdlib only: shipped next to run_bench.py.
+"""
 
 from __future__ import annotations
 
