@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +81,34 @@ def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
         run_benchmark.main(["--stack", "gce-b200", flag, value], which=never, make_stack=never)
     assert exit_.value.code == 2
     assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_printout_counts_the_files_written_shows_what_is_installed_and_flags_the_placeholder(tmp_path: Path) -> None:
+    from deepep_a4.tools import plan as plan_tool
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert plan_tool.main(["--stack", "gke-b200", "--out", str(tmp_path / "p")]) == 0
+    text = out.getvalue()
+    written = sum(1 for p in (tmp_path / "p" / "files").rglob("*") if p.is_file())
+    assert text.rstrip().splitlines()[-1].split(", ")[1].startswith(f"{written} rendered files")
+    for what in ("driver", "DOCA-OFED", "CUDA", "GDRCopy", "NVSHMEM", "PyTorch", "DeepEP"):
+        assert f"\n  {what} " in text
+    assert "NVSHMEM    3.3.9 (built from source, IBGDA)" in text and "(no PR #466)" in text
+    assert "WARNING: project deepep-a4-demo is the stack files' placeholder" in text
+    # No value is cut inside a word: long lists are cut between items.
+    assert "-vpc-roce" in text and "..." not in text.replace("... (+", "")
+    doc = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert doc["pulumiProject"] == "deepep-a4" and doc["gcpProject"] == "deepep-a4-demo"
+    assert doc["gcpProjectIsPlaceholder"] is True and doc["installs"]["DeepEP"].startswith("v1.2.1")
+
+
+def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> None:
+    from deepep_a4.tools import plan as plan_tool
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert plan_tool.main(["--stack", "gke-b200", "--out", str(tmp_path / "p"), "--quiet"]) == 0
+    kinds = [p.name.split("-")[1] for p in sorted((tmp_path / "p" / "files" / "k8s").glob("*.yaml"))]
+    order = [k.lower() for k in plan_tool.APPLY_ORDER]
+    assert kinds[0] == "namespace" and kinds[-1] == "job"
+    assert [order.index(k) for k in kinds] == sorted(order.index(k) for k in kinds)

@@ -12,6 +12,8 @@ from typing import Any
 from deepep_a4 import provisioning, upstream
 
 PROJECT_NAME = "deepep-a4"
+# The Google Cloud project ID the stack files ship with: valid, but nobody's. The plan warns about it.
+PLACEHOLDER_PROJECT = "deepep-a4-demo"
 
 PLATFORMS = ("gke", "gce")
 PROVISIONING_MODELS = provisioning.NAMES

@@ -49,11 +49,14 @@ def summarize(resource: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, items: int = 3) -> str:
+    """A value for the printout: strings whole (a cut name misleads), long lists cut between items."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= 70 else text[:67] + "..."
+    if isinstance(value, list) and len(value) > items:
+        shown = ", ".join(json.dumps(v) for v in value[:items])
+        return f"[{shown}, ... (+{len(value) - items} more)]"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def render_tree(resources: list[dict[str, Any]]) -> list[str]:
@@ -91,13 +94,39 @@ def _json_numbers(value: Any) -> Any:
     return value
 
 
+# The order `kubectl apply -f files/k8s/` needs: what others live in or refer to comes first.
+APPLY_ORDER = (
+    "Namespace",
+    "ResourceQuota",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ConfigMap",
+    "Secret",
+    "NetworkPolicy",
+    "GKENetworkParamSet",
+    "Network",
+    "Service",
+    "DaemonSet",
+    "Job",
+)
+
+
+def _apply_rank(resource: dict[str, Any]) -> tuple[int, str]:
+    kind = str(resource["inputs"].get("kind", ""))
+    rank = APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+    return rank, resource["name"]
+
+
 def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
-    """Each Kubernetes object as the manifest the provider would apply, numbered in a stable order."""
+    """Each Kubernetes object as the manifest the provider would apply, numbered in apply order."""
     import yaml
 
     files: dict[str, str] = {}
     k8s = [r for r in resources if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
-    k8s.sort(key=lambda r: (r["type"], r["name"]))
+    k8s.sort(key=_apply_rank)
     for i, r in enumerate(k8s, start=1):
         body = {
             k: _json_numbers(v)
@@ -110,10 +139,11 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
     return files
 
 
-def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, Any] | None = None) -> None:
-    """Writes into a temporary folder first, so a failed plan never leaves half a plan behind.
+def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, Any] | None = None) -> int:
+    """Writes into a temporary folder first, so a failed plan never leaves half a plan behind; returns
+    how many files it wrote under files/.
 
-    `extra` adds top-level keys to plan.json (the cost estimate and the bill cap).
+    `extra` adds top-level keys to plan.json (the Google Cloud project, the install list, cost, bill cap).
     """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".plan-", dir=out_dir.parent))
@@ -139,6 +169,7 @@ def write_plan(result: plan_engine.PlanResult, out_dir: Path, extra: dict[str, A
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return len(files)
 
 
 PLAN_ENTRIES = frozenset({"plan.json", "files"})
@@ -215,7 +246,17 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         return 2
     estimate = cost.estimate(cfg)
     cap = cost.bill_cap(cfg)
-    write_plan(result, out_dir, {"costEstimate": estimate.as_dict(), "billCap": cap.as_dict()})
+    installs = install_list(cfg)
+    placeholder = cfg.project == config.PLACEHOLDER_PROJECT
+    extra = {
+        "pulumiProject": result.project,
+        "gcpProject": cfg.project,
+        "gcpProjectIsPlaceholder": placeholder,
+        "installs": dict(installs),
+        "costEstimate": estimate.as_dict(),
+        "billCap": cap.as_dict(),
+    }
+    written = write_plan(result, out_dir, extra)
 
     if not quiet:
         print(
@@ -227,15 +268,40 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         print("Outputs:")
         for key, value in result.outputs.items():
             print(f"  {key}: {_short(value)}")
+        print("Installed on every node:")
+        for what, version in installs:
+            print(f"  {what:<10} {version}")
         for line in cost.render(estimate):
             print(line)
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print(cap.line)
+    if placeholder:
+        print(
+            f"WARNING: project {cfg.project} is the stack files' placeholder: set yours before `pulumi up` "
+            f"(pulumi config set {config.PROJECT_NAME}:project YOUR-PROJECT -s {stack})"
+        )
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
-    print(
-        f"{len(custom)} resources, {len(result.files)} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)"
-    )
+    print(f"{len(custom)} resources, {written} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)")
     return 0
+
+
+def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
+    """What the installer puts on every node, as the plan shows it before anything is paid for."""
+    v = cfg.versions
+    return [
+        (
+            "driver",
+            f"NVIDIA open {v.nvidia_driver}"
+            if cfg.platform == "gce" or cfg.gke.gpu_driver == "installer"
+            else f"GKE's {cfg.gke.gpu_driver}",
+        ),
+        ("DOCA-OFED", v.doca_ofed if cfg.installer.use_doca_ofed else "no (inbox rdma-core)"),
+        ("CUDA", v.cuda),
+        ("GDRCopy", v.gdrcopy + (" (+ gdrdrv module)" if cfg.installer.gdrcopy_kernel_module else " (library)")),
+        ("NVSHMEM", f"{v.nvshmem} ({'built from source' if v.nvshmem_source == 'source' else 'pip wheel'}, IBGDA)"),
+        ("PyTorch", v.torch),
+        ("DeepEP", v.deepep_ref + (" + PR #466" if v.deepep_pr466 else " (no PR #466)")),
+    ]
 
 
 STACK_HELP = "stack name (gke-b200) or its file (stacks/Pulumi.gke-b200.yaml)"
