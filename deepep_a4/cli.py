@@ -4,6 +4,8 @@
     .venv/bin/deepep-a4 cost   --stack gke-b200          cost estimate and bill cap only (no plan written)
     .venv/bin/deepep-a4 run    --stack gke-b200          pulumi up, benchmarks, report, pulumi destroy
     .venv/bin/deepep-a4 report --stack gke-b200          the benchmark report of a stack, a bucket or saved logs
+    .venv/bin/deepep-a4 store fill --stack gke-b200      the stack's sources into its artifact store
+    .venv/bin/deepep-a4 hwtest --out DIR                 the installer for a GPU machine that is not an A4
 
 Each subcommand lives in its tool module; this file only assembles them. `run` and `report` keep their
 own argument parsers (they are called from tests and scripts as functions too) and are handed the
@@ -30,6 +32,15 @@ def main() -> None:
 
 
 main.add_command(plan_tool.command, "plan")
+
+
+def _subcommand(module: str, name: str) -> None:
+    main.add_command(importlib.import_module(module).command, name)
+
+
+_subcommand("deepep_a4.tools.store", "store")
+_subcommand("deepep_a4.tools.hwtest", "hwtest")
+_subcommand("deepep_a4.tools.bringup", "bringup")
 
 
 @main.command()

@@ -319,7 +319,8 @@ def test_bucket_name_fits_63_characters() -> None:
 
 def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: plan_engine.PlanResult) -> None:
     cfg = cfg_of()
-    grant = one(gce_plan, BUCKET_IAM)["inputs"]
+    # Besides the artifact store's prefix grants (tests/test_store.py), one grant on the results bucket.
+    grant = one(gce_plan, BUCKET_IAM, "gce-results-vm-writer")["inputs"]
     account_id = one(gce_plan, ACCOUNT)["inputs"]["accountId"]
     assert grant == {
         "bucket": gce.bucket_name(cfg.name_prefix, cfg.project),

@@ -40,6 +40,8 @@ NVSHMEM_FROM: dict[str, dict[str, Any]] = {"pip": PIP_WHEEL, "source": {"nvshmem
 
 
 def cfg_of(stack: str = "gce-b200", **overrides: Any) -> config.StackConfig:
+    # The stub machine has no Cloud Storage: a test that uses a store names a folder (DEEPEP_STORE_URL).
+    overrides.setdefault("artifactStore", "")
     return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
 
 
@@ -264,7 +266,10 @@ def test_installer_hash_names_versions_and_text() -> None:
 def test_installer_hash_changes_with_a_phase_script_edit(monkeypatch: pytest.MonkeyPatch) -> None:
     base = installer.installer_hash(cfg_of())
     real = installer._script_files
-    edited = lambda: {**real(), "phases/02-doca-ofed.sh": real()["phases/02-doca-ofed.sh"] + "# edited\n"}  # noqa: E731
+    edited = lambda phases=installer.PHASES: {  # noqa: E731
+        **real(phases),
+        "phases/02-doca-ofed.sh": real(phases)["phases/02-doca-ofed.sh"] + "# edited\n",
+    }
     monkeypatch.setattr(installer, "_script_files", edited)
     assert installer.installer_hash(cfg_of()) != base
 

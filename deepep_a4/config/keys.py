@@ -113,6 +113,15 @@ KEYS: tuple[Key, ...] = (
     Key("useDocaOfed", bool, True, "Install DOCA-OFED where the node shows rocep* HCAs."),
     Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
     Key("allowReboot", bool, True, "Let the installer reboot a node once (DOCA-OFED, PeerMappingOverride)."),
+    Key(
+        "artifactStore",
+        str,
+        "",
+        "gs://BUCKET/PREFIX of the artifact store (docs/store.md): sources and prebuilt GDRCopy, NVSHMEM, DeepEP; "
+        "empty builds on every node.",
+    ),
+    Key("artifactStorePublish", bool, True, "Nodes publish what they build or download to the store (write-once)."),
+    Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
     Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
     Key("hcaPrefix", str, "mlx5", "NVSHMEM_HCA_PREFIX (mlx5 with DOCA-OFED, rocep without).", HCA_PREFIXES),
     Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),

@@ -55,6 +55,9 @@ class InstallerOptions:
     use_doca_ofed: bool
     gdrcopy_kernel_module: bool
     allow_reboot: bool
+    store_url: str
+    store_publish: bool
+    store_only: bool
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from deepep_a4.config.rules import (
     check_identity,
     check_network,
     check_runtime,
+    check_store,
     check_versions,
     parse_ttl,
 )
@@ -73,6 +74,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_network(v, problems)
     check_versions(v, problems)
     check_runtime(v, problems)
+    check_store(v, problems)
     check_benchmarks(v, problems)
 
     ttl_seconds: int | None = None
@@ -124,6 +126,9 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             use_doca_ofed=v["useDocaOfed"],
             gdrcopy_kernel_module=v["gdrcopyKernelModule"],
             allow_reboot=v["allowReboot"],
+            store_url=v["artifactStore"].rstrip("/"),
+            store_publish=v["artifactStorePublish"],
+            store_only=v["artifactStoreOnly"],
         ),
         gke=model.GkeOptions(
             version=v["gkeVersion"],

@@ -282,6 +282,19 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         )
 
 
+_STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)*/?$")
+
+
+def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
+    url = v["artifactStore"]
+    if url and not _STORE_RE.match(url):
+        problems.append(
+            Problem("artifactStore", url, "must be gs://BUCKET or gs://BUCKET/PREFIX (letters, digits, . _ -) or empty")
+        )
+    if v["artifactStoreOnly"] and not url:
+        problems.append(Problem("artifactStoreOnly", True, "needs artifactStore: without a store nodes must download"))
+
+
 def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     for test in v["benchmarks"]:
         if test not in BENCHMARK_TESTS:

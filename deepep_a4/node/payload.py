@@ -30,11 +30,22 @@ def runner_files() -> dict[str, str]:
     return files
 
 
+INSTALLER_LIBS = ("run.sh", "lib.sh", "store.sh")
+
+
+def phase_script(phase: str) -> str:
+    """`phases/NN-<phase>.sh`: the file keeps its number when a profile ships only some phases."""
+    found = sorted(NODE_DIR.glob(f"install/phases/[0-9][0-9]-{phase}.sh"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one installer script for phase {phase!r}, found {len(found)}")
+    return f"phases/{found[0].name}"
+
+
 def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
-    """path under the installer folder -> text: run.sh, lib.sh and one file per phase, in order."""
-    files = {"run.sh": _read("install/run.sh"), "lib.sh": _read("install/lib.sh")}
-    for i, phase in enumerate(phases, start=1):
-        rel = f"phases/{i:02d}-{phase}.sh"
+    """path under the installer folder -> text: run.sh and its libraries, and one file per phase, in order."""
+    files = {name: _read(f"install/{name}") for name in INSTALLER_LIBS}
+    for phase in phases:
+        rel = phase_script(phase)
         files[rel] = _read(f"install/{rel}")
     return files
 

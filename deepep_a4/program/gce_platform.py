@@ -20,6 +20,7 @@ from deepep_a4.program.gce import (
     vm_service_account,
 )
 from deepep_a4.program.network import A4Network
+from deepep_a4.program.store import store_access
 
 STARTUP_SCRIPT_ARTIFACT = "gce/startup-script.sh"
 
@@ -34,6 +35,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     sa = vm_service_account("gce-vms", cfg.name_prefix, gcp_opts)
     bucket = bucket_name(cfg.name_prefix, cfg.project)
     results = GceResultsBucket("gce-results", GceResultsBucketArgs.from_config(cfg, sa), gcp_opts)
+    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, sa.member, gcp_opts)
 
     script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
     if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
@@ -54,8 +56,8 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     fleet = GceA4Fleet(
         "gce",
         GceA4FleetArgs.from_config(cfg, network, script, sa, common),
-        # The VMs write results from their first boot: the bucket grant comes first.
-        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant])),
+        # The VMs write results from their first boot and use the store: the grants come first.
+        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant, *store_grants])),
     )
 
     zone_project = f"--zone {cfg.zone} --project {cfg.project}"

@@ -23,6 +23,7 @@ from deepep_a4.program.gke_nodepool import (
     SystemNodePoolArgs,
 )
 from deepep_a4.program.network import A4Network
+from deepep_a4.program.store import store_access
 
 
 def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
@@ -30,11 +31,12 @@ def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network), gcp_opts)
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
     system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
+    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
         A4NodePoolArgs.from_config(cfg, gke.cluster, nodes_sa, network.additional_networks),
-        # NAT first: private nodes download drivers and wheels at boot.
-        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat])),
+        # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
+        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
     )
     multinet = GkeMultiNetwork(
         "gke-net",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from deepep_a4 import upstream
 from deepep_a4.config import StackConfig
@@ -73,6 +73,10 @@ def deepep_commit(ref: str) -> str:
     return "" if ref.startswith("v") else ref
 
 
+def gdrcopy_url(version: str) -> str:
+    return f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{version}.tar.gz"
+
+
 def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
     """Which phases each phase consumes; a changed key reruns the phase and everything downstream of it."""
     pip = cfg.versions.nvshmem_source == "pip"
@@ -94,8 +98,28 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
     return deps
 
 
-def _script_files() -> dict[str, str]:
-    return payload.installer_files(PHASES)
+# The build phases whose output the artifact store keeps, and the artifacts each one builds on: their
+# keys are part of its key (store.sh), so a new NVSHMEM build means a new DeepEP artifact and nothing else.
+ARTIFACT_DEPS: dict[str, tuple[str, ...]] = {"gdrcopy": (), "nvshmem": ("gdrcopy",), "deepep": ("nvshmem",)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
+
+    Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
+    `values` replaces config.sh values (versions the test machine has, its CUDA and arch).
+    """
+
+    target: str
+    root: str
+    phases: tuple[str, ...]
+    left_out: dict[str, str]
+    values: dict[str, object]
+
+
+def _script_files(phases: tuple[str, ...] = PHASES) -> dict[str, str]:
+    return payload.installer_files(phases)
 
 
 def _q(value: object) -> str:
@@ -104,15 +128,15 @@ def _q(value: object) -> str:
     return shlex.quote(str(value))
 
 
-def _config_body(cfg: StackConfig, target: str) -> str:
-    if target not in INSTALL_ROOTS:
+def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) -> str:
+    if profile is None and target not in INSTALL_ROOTS:
         raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
     v, shape = cfg.versions, cfg.shape
     model, pci_ids = GPU_PCI_IDS.get(shape.accelerator, (shape.accelerator, ()))
     values: dict[str, object] = {
         "DEEPEP_STACK": cfg.stack,
         "DEEPEP_TARGET": target,
-        "DEEPEP_DEFAULT_ROOT": INSTALL_ROOTS[target],
+        "DEEPEP_DEFAULT_ROOT": profile.root if profile else INSTALL_ROOTS[target],
         # Shared with the DaemonSet and the GCE startup script (deepep_a4/node/names.py).
         "REBOOT_EXIT": REBOOT_EXIT,
         "DOCA_OFED_VERSION": v.doca_ofed,
@@ -141,7 +165,7 @@ def _config_body(cfg: StackConfig, target: str) -> str:
         "CUDA_ARCH": shape.cuda_arch,
         "CUDA_REPO_BASE": CUDA_REPO_BASE,
         "DOCA_REPO_BASE": DOCA_REPO_BASE,
-        "GDRCOPY_URL": f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{v.gdrcopy}.tar.gz",
+        "GDRCOPY_URL": gdrcopy_url(v.gdrcopy),
         # Only a source build fetches it; config validation guarantees a known tag for those.
         "NVSHMEM_SRC_URL": upstream.nvshmem_source_url(v.nvshmem) if v.nvshmem_source == "source" else "",
         "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
@@ -153,7 +177,24 @@ def _config_body(cfg: StackConfig, target: str) -> str:
         "DEEPEP_PR466_HEAD": upstream.DEEPEP_PR466_HEAD,
         "REQUIRE_CHECKSUMS": REQUIRE_CHECKSUMS,
         "APT_LOCK_TIMEOUT_S": APT_LOCK_TIMEOUT_S,
+        # The artifact store (node/install/store.sh, docs/store.md).
+        "STORE_URL": cfg.installer.store_url,
+        "STORE_PUBLISH": cfg.installer.store_publish,
+        "STORE_ONLY": cfg.installer.store_only,
+        # A machine with RDMA NICs (every stack); the hardware test has none and leaves their checks out.
+        "HAS_RDMA_NICS": True,
+        # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
+        "BASE_PYTHON": "python3",
     }
+    phases = PHASES
+    left_out: dict[str, str] = {}
+    if profile:
+        unknown = sorted(set(profile.values) - set(values))
+        if unknown:
+            raise ValueError(f"profile sets unknown installer values: {', '.join(unknown)}")
+        values.update(profile.values)
+        values["DEEPEP_TARGET"] = profile.target
+        phases, left_out = profile.phases, profile.left_out
     lines = [
         "# shellcheck shell=bash disable=SC2034  # read by run.sh, lib.sh and the phases",
         f"# deepep-a4 installer configuration: stack {cfg.stack}, target {target}.",
@@ -164,9 +205,17 @@ def _config_body(cfg: StackConfig, target: str) -> str:
     lines.append("declare -A SHA256=(")
     lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(CHECKSUMS.items())]
     lines.append(")")
-    lines.append(f"PHASES=({' '.join(PHASES)})")
+    lines.append(f"PHASES=({' '.join(phases)})")
     lines.append("declare -A PHASE_DEPS=(")
-    lines += [f"  [{p}]={shlex.quote(' '.join(d))}" for p, d in phase_deps(cfg).items()]
+    for p, deps in phase_deps(cfg).items():
+        if p in phases:
+            lines.append(f"  [{p}]={shlex.quote(' '.join(d for d in deps if d in phases))}")
+    lines.append(")")
+    lines.append("declare -A ARTIFACT_DEPS=(")
+    lines += [f"  [{p}]={shlex.quote(' '.join(d))}" for p, d in ARTIFACT_DEPS.items()]
+    lines.append(")")
+    lines.append("declare -A LEFT_OUT=(")
+    lines += [f"  [{p}]={shlex.quote(why)}" for p, why in left_out.items()]
     lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -180,9 +229,9 @@ def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _render(cfg: StackConfig, target: str) -> tuple[dict[str, str], str]:
-    scripts = _script_files()
-    body = _config_body(cfg, target)
+def _render(cfg: StackConfig, target: str, profile: Profile | None = None) -> tuple[dict[str, str], str]:
+    scripts = _script_files(profile.phases if profile else PHASES)
+    body = _config_body(cfg, target, profile)
     digest = _hash(cfg, body, scripts)
     files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}
     return files, digest
@@ -194,6 +243,11 @@ def render_installer(cfg: StackConfig, target: str) -> dict[str, str]:
     for rel, text in files.items():
         artifacts.publish(f"install/{target}/{rel}", text)
     return files
+
+
+def render_profile(cfg: StackConfig, profile: Profile) -> dict[str, str]:
+    """The installer for a profile (not published into a plan): {relative path: text}."""
+    return _render(cfg, profile.target, profile)[0]
 
 
 def installer_hash(cfg: StackConfig, target: str | None = None) -> str:

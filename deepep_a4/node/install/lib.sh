@@ -13,6 +13,7 @@ LOGS="$R/logs"
 CACHE="$R/cache"
 SRC="$R/src"
 VENV="$R/venv"
+BASE_PYTHON="${DEEPEP_BASE_PYTHON:-${BASE_PYTHON:-python3}}"
 ENV_FILE="$R/unified-env.sh"
 CUDA_HOME="$SYS/usr/local/cuda-$CUDA_VERSION"
 CUDA_MAJOR="${CUDA_VERSION%%.*}"
@@ -60,6 +61,7 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 # fetch URL DEST NAME: download with retries and check the sha256 pinned for NAME in config.sh.
 # Without a pin the download is trusted on first use and its digest recorded (state/downloads.tsv),
 # unless REQUIRE_CHECKSUMS=1, which refuses it.
+# With a store (store.sh), sources/NAME there comes first; a node that downloads NAME publishes it.
 fetch() {
   local url=$1 dest=$2 name=$3 want got
   want="${SHA256[$name]:-}"
@@ -68,6 +70,18 @@ fetch() {
     return 0
   fi
   mkdir -p "$(dirname "$dest")"
+  if store_enabled && store_get "sources/$name" "$dest"; then
+    got="$(sha256_of "$dest")"
+    if [[ -n $want && $got != "$want" ]]; then
+      rm -f "$dest"
+      die "checksum mismatch for $name from the store $STORE_URL: got $got, pinned $want"
+    fi
+    log "fetch: $name from the store (sha256 $got)"
+    return 0
+  fi
+  if ((STORE_ONLY)); then
+    die "the store $STORE_URL has no sources/$name and this node does not download (storeOnly): fill it with 'deepep-a4 store fill'"
+  fi
   retry 5 curl -fsSL --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" --retry 2 -o "$dest.part" "$url" ||
     die "download failed: $url"
   got="$(sha256_of "$dest.part")"
@@ -82,6 +96,7 @@ fetch() {
   fi
   printf '%s\t%s\t%s\n' "$name" "$got" "$url" >>"$STATE/downloads.tsv"
   mv "$dest.part" "$dest"
+  if store_enabled && ((STORE_PUBLISH)); then store_put "sources/$name" "$dest" || true; fi
 }
 
 # Waits for other apt/dpkg users (unattended-upgrades, cloud-init) instead of failing on their lock.
@@ -121,9 +136,13 @@ installed_version() {
 # missing. The field reports installed build tools by hand first (field report R1 phase 0: cmake ninja-build
 # python3-venv libibverbs-dev ibverbs-utils; field report R2: git python3.12-dev build-essential); a fresh image
 # has none of them, and a build that finds no ninja or Python.h fails deep inside cmake or setup.py.
+# The hardware test uses the machine's own build tools (GPU images carry pip-installed cmake and ninja);
+# an A4 node's fresh Ubuntu has none outside apt.
+declare -A PKG_COMMAND=([cmake]=cmake [ninja-build]=ninja [git]=git)
 need_packages() {
   local pkg missing=()
   for pkg in "$@"; do
+    [[ $DEEPEP_TARGET == hwtest && -n ${PKG_COMMAND[$pkg]:-} ]] && command -v "${PKG_COMMAND[$pkg]}" >/dev/null && continue
     [[ -n "$(installed_version "$pkg")" ]] || missing+=("$pkg")
   done
   ((${#missing[@]})) || return 0
@@ -188,6 +207,17 @@ venv_python() { echo "$VENV/bin/python"; }
 # pods mount the install root but not the host's /usr, so the venv's interpreter is a copy inside R.
 ensure_venv() {
   local base=python3
+  if [[ $TORCH_VERSION == installed ]]; then
+    # The hardware test: PyTorch as the machine has it, seen through the venv; nothing from the internet.
+    if [[ ! -x $VENV/bin/python ]]; then
+      "$BASE_PYTHON" -m venv "$VENV" || die "$BASE_PYTHON -m venv failed"
+      # --system-site-packages would reach the base install only, not a venv BASE_PYTHON lives in (as
+      # on GPU images with PyTorch in /opt/*/.venv): name its site folders in a .pth instead.
+      "$BASE_PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' \
+        >"$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/base-python.pth"
+    fi
+    return 0
+  fi
   # python3-dev: DeepEP's extension build includes Python.h.
   need_packages python3-venv python3-dev
   if [[ ! -x $VENV/bin/python ]]; then
@@ -256,7 +286,14 @@ cuda_include_flags() {
 phase_skip() {
   log "skipped: $*"
   printf '%s\n' "$*" >"$STATE/phases/$PHASE.note"
+  : >"$STATE/phases/$PHASE.skipped"
   exit 0
 }
 
 phase_note() { printf '%s\n' "$*" >"$STATE/phases/$PHASE.note"; }
+
+# The script of the running phase (run.sh exports it): part of the phase's artifact key.
+phase_script() { echo "${PHASE_SCRIPT:?run.sh sets PHASE_SCRIPT}"; }
+
+# shellcheck source=deepep_a4/node/install/store.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/store.sh"

@@ -21,7 +21,14 @@ PSTATE="$STATE/phases"
 STATUS="$STATE/status.json"
 declare -A KEY=()
 
-phase_file() { echo "$HERE/phases/$(printf '%02d' "$(phase_index "$1")")-$1.sh"; }
+# A profile may ship a subset of the phases (the hardware test): files keep their numbers.
+phase_file() {
+  local f
+  for f in "$HERE"/phases/[0-9][0-9]-"$1".sh; do
+    [[ -f $f ]] && echo "$f" && return 0
+  done
+  die "no script for phase '$1' under $HERE/phases"
+}
 phase_index() {
   local i
   # PHASES is an array of config.sh, which shellcheck cannot follow (it is rendered per stack).
@@ -40,7 +47,7 @@ phase_key() {
     sha256_of "$f"
     # PHASE is set in a subshell on purpose: each phase script sees its own name and nothing leaks back.
     # shellcheck source=/dev/null disable=SC2030
-    (export PHASE=$p && source "$f" && phase_inputs)
+    (export PHASE=$p PHASE_SCRIPT=$f && source "$f" && phase_inputs)
     for d in ${PHASE_DEPS[$p]:-}; do echo "dep $d ${KEY[$d]}"; done
   } | sha256sum | cut -c1-16
 }
@@ -78,8 +85,16 @@ write_status() {
   printf -v now '%(%Y-%m-%dT%H:%M:%SZ)T' -1
   js "$DEEPEP_STACK" && local jstack=$REPLY
   js "$DEEPEP_TARGET" && local jtarget=$REPLY
-  printf '{\n  "ready": %s,\n  "stack": %s,\n  "target": %s,\n  "installerHash": "%s",\n  "updated": "%s",\n  "phase": %s,\n  "phases": {\n%s\n  },\n  "error": %s\n}\n' \
-    "$ready" "$jstack" "$jtarget" "$INSTALLER_HASH" "$now" "$current" "$phases" "$error" >"$STATUS.tmp"
+  # Phases this profile does not ship at all (the hardware test), each with the reason.
+  local left="" lsep="" jr
+  for p in "${!LEFT_OUT[@]}"; do
+    js "$p" && jp=$REPLY
+    js "${LEFT_OUT[$p]}" && jr=$REPLY
+    left+="$lsep$jp: $jr"
+    lsep=", "
+  done
+  printf '{\n  "ready": %s,\n  "stack": %s,\n  "target": %s,\n  "installerHash": "%s",\n  "updated": "%s",\n  "phase": %s,\n  "phases": {\n%s\n  },\n  "leftOut": {%s},\n  "error": %s\n}\n' \
+    "$ready" "$jstack" "$jtarget" "$INSTALLER_HASH" "$now" "$current" "$phases" "$left" "$error" >"$STATUS.tmp"
   mv "$STATUS.tmp" "$STATUS"
 }
 
@@ -109,7 +124,7 @@ dependents() {
 run_phase() {
   local p=$1 f log="$LOGS/$1.log" t0 us rc tail_text error
   f="$(phase_file "$p")"
-  rm -f "$PSTATE/$p.note"
+  rm -f "$PSTATE/$p.note" "$PSTATE/$p.skipped"
   echo running >"$PSTATE/$p.state"
   write_status false "$p"
   log "phase $p: start (key ${KEY[$p]})"
@@ -119,7 +134,7 @@ run_phase() {
   (
     set -Eeuo pipefail
     # shellcheck disable=SC2031 # the subshell's own PHASE, as in phase_key
-    export PHASE=$p
+    export PHASE=$p PHASE_SCRIPT=$f
     # shellcheck source=/dev/null
     source "$f"
     phase_run
@@ -130,10 +145,8 @@ run_phase() {
   fmt_s "$us" >"$PSTATE/$p.seconds"
   if ((rc == 0)); then
     local outcome="done" note=""
-    if [[ -f $PSTATE/$p.note ]]; then
-      outcome=skipped
-      note=" ($(<"$PSTATE/$p.note"))"
-    fi
+    [[ -f $PSTATE/$p.skipped ]] && outcome=skipped
+    [[ -f $PSTATE/$p.note ]] && note=" ($(<"$PSTATE/$p.note"))"
     echo "$outcome" >"$PSTATE/$p.state"
     echo "${KEY[$p]}" >"$MARKERS/$p"
     log "phase $p: end, $outcome in $(fmt_s "$us") s$note"

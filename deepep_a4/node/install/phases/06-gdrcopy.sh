@@ -51,25 +51,39 @@ UNIT
   systemctl restart deepep-gdrdrv.service
 }
 
-phase_run() {
-  need_packages build-essential
-  local tarball="$CACHE/gdrcopy-$GDRCOPY_VERSION.tar.gz" src="$SRC/gdrcopy-$GDRCOPY_VERSION"
+# The library's artifact: its versions (the kernel module is built per node, never stored).
+artifact_inputs() { echo "gdrcopy=$GDRCOPY_VERSION"; }
+
+GDR_SRC="$SRC/gdrcopy-$GDRCOPY_VERSION"
+
+unpack_source() {
+  local tarball="$CACHE/gdrcopy-$GDRCOPY_VERSION.tar.gz"
   fetch "$GDRCOPY_URL" "$tarball" "gdrcopy-$GDRCOPY_VERSION.tar.gz"
-  rm -rf "$src" && mkdir -p "$src"
-  tar -xzf "$tarball" -C "$src" --strip-components=1
-  make -C "$src" -j"$(nproc)" prefix="$R/gdrcopy" CUDA="$CUDA_HOME" lib lib_install
+  rm -rf "$GDR_SRC" && mkdir -p "$GDR_SRC"
+  tar -xzf "$tarball" -C "$GDR_SRC" --strip-components=1
+}
+
+build_lib() {
+  need_packages build-essential
+  unpack_source
+  make -C "$GDR_SRC" -j"$(nproc)" prefix="$R/gdrcopy" CUDA="$CUDA_HOME" lib lib_install
+}
+
+phase_run() {
+  with_artifact "$R/gdrcopy" build_lib
   [[ -e $R/gdrcopy/include/gdrapi.h ]] || die "GDRCopy built but $R/gdrcopy/include/gdrapi.h is missing"
+  ls "$R"/gdrcopy/lib/libgdrapi.so.2* >/dev/null 2>&1 || die "GDRCopy built but $R/gdrcopy/lib has no libgdrapi.so.2"
   log "GDRCopy $GDRCOPY_VERSION library in $R/gdrcopy"
   if ((!GDRCOPY_KERNEL_MODULE)); then
-    phase_note "library only (nicHandler=$NIC_HANDLER needs no gdrdrv)"
     return 0
   fi
   local nv_src kernel
   nv_src="$(nvidia_src_dir)" || die "no NVIDIA driver sources with nv-p2p.h under /usr/src/nvidia-*: gdrdrv cannot be built"
   kernel="$(uname -r)"
-  make -C "$src" driver NVIDIA_SRC_DIR="$nv_src" CUDA="$CUDA_HOME"
-  install -D -m 0644 "$src/src/gdrdrv/gdrdrv.ko" "$R/gdrcopy/gdrdrv.ko"
-  install -D -m 0644 "$src/src/gdrdrv/gdrdrv.ko" "$SYS/lib/modules/$kernel/extra/gdrdrv.ko"
+  [[ -f $GDR_SRC/Makefile ]] || unpack_source
+  make -C "$GDR_SRC" driver NVIDIA_SRC_DIR="$nv_src" CUDA="$CUDA_HOME"
+  install -D -m 0644 "$GDR_SRC/src/gdrdrv/gdrdrv.ko" "$R/gdrcopy/gdrdrv.ko"
+  install -D -m 0644 "$GDR_SRC/src/gdrdrv/gdrdrv.ko" "$SYS/lib/modules/$kernel/extra/gdrdrv.ko"
   depmod -a "$kernel"
   write_boot_unit
   log "gdrdrv for $kernel built with $nv_src; deepep-gdrdrv.service loads it and creates /dev/gdrdrv at every boot"

@@ -22,8 +22,13 @@ from_wheel() {
   log "NVSHMEM $NVSHMEM_VERSION from the pip wheel at $home (IBGDA transport present)"
 }
 
-from_source() {
-  local tarball="$CACHE/nvshmem-$NVSHMEM_VERSION.src" src="$SRC/nvshmem-$NVSHMEM_VERSION" cccl
+# A source build's artifact (the installed tree): its version; GDRCopy's key comes through ARTIFACT_DEPS.
+artifact_inputs() { echo "nvshmem=$NVSHMEM_VERSION source=$NVSHMEM_SOURCE"; }
+
+NV_SRC="$SRC/nvshmem-$NVSHMEM_VERSION"
+
+build_source() {
+  local tarball="$CACHE/nvshmem-$NVSHMEM_VERSION.src" src=$NV_SRC cccl
   # IBGDA compiles against the verbs headers (mlx5dv.h); with DOCA-OFED apt takes DOCA's libibverbs-dev.
   need_packages build-essential cmake ninja-build libibverbs-dev
   fetch "$NVSHMEM_SRC_URL" "$tarball" "nvshmem-$NVSHMEM_VERSION-source"
@@ -52,11 +57,23 @@ from_source() {
     ${cccl:+-DCMAKE_CXX_FLAGS=-I$cccl -DCMAKE_CUDA_FLAGS=-I$cccl}
   cmake --build "$src/build" -j "$(nproc)"
   cmake --install "$src/build"
-  # NVSHMEM loads its IBGDA transport by the ABI major its source declares (4 from 3.5, 3 before:
-  # troubleshooting T07), so the file to check comes from the source, not from a fixed name.
+  transport_major >"$R/nvshmem/.transport-major"
+}
+
+# NVSHMEM loads its IBGDA transport by the ABI major its source declares (4 from 3.5, 3 before:
+# troubleshooting T07), so the file to check comes from the source, not from a fixed name.
+transport_major() {
+  local major
+  major="$(sed -n 's/^[[:space:]]*set([[:space:]]*TRANSPORT_VERSION_MAJOR[[:space:]]\+\([0-9]\+\).*/\1/p' "$NV_SRC/src/CMakeLists.txt" | head -n1)"
+  [[ -n $major ]] || die "NVSHMEM $NVSHMEM_VERSION: no TRANSPORT_VERSION_MAJOR in $NV_SRC/src/CMakeLists.txt"
+  echo "$major"
+}
+
+# Built here or restored from the store, the tree must hold what DeepEP and NVSHMEM's loader need.
+from_source() {
+  with_artifact "$R/nvshmem" build_source
   local f major info
-  major="$(sed -n 's/^[[:space:]]*set([[:space:]]*TRANSPORT_VERSION_MAJOR[[:space:]]\+\([0-9]\+\).*/\1/p' "$src/src/CMakeLists.txt" | head -n1)"
-  [[ -n $major ]] || die "NVSHMEM $NVSHMEM_VERSION: no TRANSPORT_VERSION_MAJOR in $src/src/CMakeLists.txt"
+  major="$(cat "$R/nvshmem/.transport-major" 2>/dev/null)" || die "$R/nvshmem has no .transport-major: an incomplete build"
   for f in lib/libnvshmem_host.so "lib/nvshmem_transport_ibgda.so.$major" bin/nvshmem-info; do
     [[ -e $R/nvshmem/$f ]] || die "NVSHMEM built but $R/nvshmem/$f is missing"
   done

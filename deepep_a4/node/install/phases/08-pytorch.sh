@@ -10,6 +10,12 @@ phase_inputs() {
 
 phase_run() {
   ensure_venv
+  if [[ $TORCH_VERSION == installed ]]; then
+    "$(venv_python)" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"' ||
+      die "$BASE_PYTHON has no working PyTorch with CUDA: the hardware test uses the machine's own"
+    phase_note "PyTorch as installed: $("$(venv_python)" -c 'import torch; print(torch.__version__)')"
+    return 0
+  fi
   local constraints=() got
   if [[ $NVSHMEM_SOURCE == pip ]]; then
     echo "$(nvshmem_wheel)==$NVSHMEM_VERSION" >"$STATE/pip-constraints.txt"

@@ -116,11 +116,13 @@ register_libraries() {
 }
 
 phase_run() {
-  local mapping first pabi nv_home cuda_home="$SYS/usr/local/cuda-$CUDA_VERSION" ld=() preload=""
-  first="$(first_hca)"
-  [[ $first == "$HCA_PREFIX"* ]] || die "the HCAs are ${first:-absent}, but the stack's hcaPrefix is $HCA_PREFIX"
-  mapping="$(device_to_hca_mapping)"
-  pabi="$(check_rdma_core | tail -n1)"
+  local mapping="" first pabi="none" nv_home cuda_home="$SYS/usr/local/cuda-$CUDA_VERSION" ld=() preload=""
+  if ((HAS_RDMA_NICS)); then
+    first="$(first_hca)"
+    [[ $first == "$HCA_PREFIX"* ]] || die "the HCAs are ${first:-absent}, but the stack's hcaPrefix is $HCA_PREFIX"
+    mapping="$(device_to_hca_mapping)"
+    pabi="$(check_rdma_core | tail -n1)"
+  fi
   nv_home="$(nvshmem_home)"
   ld+=("$nv_home/lib")
   [[ $NVSHMEM_SOURCE == source ]] && preload="$nv_home/lib/libnvshmem_host.so.3"

@@ -20,7 +20,11 @@ check() {
 
 # Outputs are captured before matching: `cmd | grep -q` fails under pipefail when grep exits first.
 nvcc_ok() { [[ "$("$SYS/usr/local/cuda-$CUDA_VERSION/bin/nvcc" --version)" == *"release $CUDA_VERSION,"* ]]; }
-gpus_ok() { [[ "$(nvidia-smi -L | grep -c '^GPU ')" == "$EXPECTED_GPUS" ]]; }
+gpus_ok() {
+  local n
+  n="$(nvidia-smi -L | grep -c '^GPU ')"
+  ((EXPECTED_GPUS ? n == EXPECTED_GPUS : n > 0))
+}
 hca_names_ok() {
   local n
   n="$(hca_names | grep -c "^$HCA_PREFIX")"
@@ -79,17 +83,21 @@ pr466_ok() { grep -q _setup_device_hca_mapping "$R/DeepEP/deep_ep/buffer.py"; }
 gdrdrv_ok() { [[ "$(lsmod)" =~ (^|$'\n')gdrdrv[[:space:]] && -c $SYS/dev/gdrdrv ]]; }
 
 phase_run() {
-  need_packages ibverbs-utils # ibv_devinfo (field report R1 phase 0)
+  if ((HAS_RDMA_NICS)); then need_packages ibverbs-utils; fi # ibv_devinfo (field report R1 phase 0)
   : >"$STATE/verify.out"
   check "nvcc reports CUDA $CUDA_VERSION" nvcc_ok
   check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
   check "/dev/nvidiactl and /dev/nvidia-uvm exist (GKE's device plugin waits for them)" device_nodes_ok
-  check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
-  check "every HCA PORT_ACTIVE, mlx5 provider loads without RDMAV_DRIVERS" ports_ok
-  check "PeerMappingOverride active in the driver (dma-buf)" peermapping_ok
+  if ((HAS_RDMA_NICS)); then
+    check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
+    check "every HCA PORT_ACTIVE, mlx5 provider loads without RDMAV_DRIVERS" ports_ok
+    check "PeerMappingOverride active in the driver (dma-buf)" peermapping_ok
+  else
+    phase_note "no RDMA NICs on this machine (hardware test): HCA, port, peer-mapping and GPU-to-NIC checks left out"
+  fi
   check "NVSHMEM has IBGDA" ibgda_ok
   check "import deep_ep with the env file" import_ok
-  check "DEEP_EP_DEVICE_TO_HCA_MAPPING maps $EXPECTED_GPUS GPUs" mapping_ok
+  if ((HAS_RDMA_NICS)); then check "DEEP_EP_DEVICE_TO_HCA_MAPPING maps $EXPECTED_GPUS GPUs" mapping_ok; fi
   if ((DEEPEP_PR466)); then check "DeepEP has PR #466" pr466_ok; fi
   if ((GDRCOPY_KERNEL_MODULE)); then check "gdrdrv loaded and /dev/gdrdrv present" gdrdrv_ok; fi
   if ((${#FAILED[@]})); then

@@ -1,0 +1,225 @@
+# shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
+# The artifact store (docs/store.md): sources and prebuilt build outputs, shared by every node of every
+# stack that names the same store. Sourced by lib.sh.
+#
+# STORE_URL  gs://BUCKET/PREFIX (Cloud Storage, the node's service account through the metadata server),
+#            a local folder (hardware test, offline), or empty (no store: download and build as before).
+# Layout under the store: sources/NAME (what `fetch` downloads, by its name), artifacts/PHASE/KEY.tar.gz
+# (a build phase's output, KEY from what determines its bytes), locks/PHASE/KEY (a builder's claim).
+#
+# Objects are write-once: created only if absent (GCS ifGenerationMatch=0; a folder's atomic rename), so
+# the first writer wins and nothing a node reads can change under it. Each object carries its sha256 (GCS
+# custom metadata `sha256`; a folder's `sha256` file), checked after every download.
+
+STORE_URL="${DEEPEP_STORE_URL:-${STORE_URL:-}}"
+STORE_URL="${STORE_URL%/}"
+: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}"
+STORE_LOCK_WAIT_S="${DEEPEP_STORE_LOCK_WAIT_S:-${STORE_LOCK_WAIT_S:-1200}}"
+STORE_POLL_S="${DEEPEP_STORE_POLL_S:-15}"
+GCS_API="${DEEPEP_GCS_API:-https://storage.googleapis.com}"
+METADATA_URL="${DEEPEP_METADATA_URL:-http://metadata.google.internal}"
+
+store_enabled() { [[ -n ${STORE_URL:-} ]]; }
+store_is_gcs() { [[ $STORE_URL == gs://* ]]; }
+
+# GCS: bucket and object name of REL.
+_gcs_bucket() {
+  local rest=${STORE_URL#gs://}
+  echo "${rest%%/*}"
+}
+_gcs_name() {
+  local rest=${STORE_URL#gs://} prefix=""
+  [[ $rest == */* ]] && prefix="${rest#*/}"
+  prefix="${prefix%/}"
+  echo "${prefix:+$prefix/}$1"
+}
+_urlenc() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+
+# An access token of the machine's service account (cached until a minute before it expires).
+_GCS_TOKEN="" _GCS_TOKEN_UNTIL=0
+_gcs_token() {
+  if ((SECONDS < _GCS_TOKEN_UNTIL)) && [[ -n $_GCS_TOKEN ]]; then
+    echo "$_GCS_TOKEN"
+    return 0
+  fi
+  local body
+  body="$(curl -fsS --max-time 30 -H 'Metadata-Flavor: Google' \
+    "$METADATA_URL/computeMetadata/v1/instance/service-accounts/default/token")" ||
+    die "store: no access token from the metadata server: is this a GCE VM or GKE node with a service account?"
+  read -r _GCS_TOKEN ttl < <(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["access_token"], d.get("expires_in", 300))' <<<"$body")
+  _GCS_TOKEN_UNTIL=$((SECONDS + ttl - 60))
+  echo "$_GCS_TOKEN"
+}
+
+# _gcs_curl OUT ARGS...: prints the HTTP status; the body goes to OUT.
+_gcs_curl() {
+  local out=$1
+  shift
+  curl -sS --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" -o "$out" -w '%{http_code}' \
+    -H "Authorization: Bearer $(_gcs_token)" "$@" || echo 000
+}
+
+# store_get REL DEST: 0 with DEST downloaded and its digest checked; 1 when the store has no REL.
+store_get() {
+  local rel=$1 dest=$2 want got code meta
+  mkdir -p "$(dirname "$dest")"
+  if ! store_is_gcs; then
+    [[ -f $STORE_URL/$rel/data && -f $STORE_URL/$rel/sha256 ]] || return 1
+    want="$(<"$STORE_URL/$rel/sha256")"
+    cp "$STORE_URL/$rel/data" "$dest.part"
+  else
+    meta="$(mktemp)"
+    code="$(_gcs_curl "$meta" "$GCS_API/storage/v1/b/$(_gcs_bucket)/o/$(_urlenc "$(_gcs_name "$rel")")")"
+    case $code in
+      200) ;;
+      404)
+        rm -f "$meta"
+        return 1
+        ;;
+      *) die "store: reading $STORE_URL/$rel failed with HTTP $code: $(head -c 300 "$meta")" ;;
+    esac
+    want="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("metadata", {}).get("sha256", ""))' "$meta")"
+    rm -f "$meta"
+    code="$(_gcs_curl "$dest.part" "$GCS_API/storage/v1/b/$(_gcs_bucket)/o/$(_urlenc "$(_gcs_name "$rel")")?alt=media")"
+    [[ $code == 200 ]] || die "store: downloading $STORE_URL/$rel failed with HTTP $code"
+  fi
+  got="$(sha256_of "$dest.part")"
+  if [[ -z $want || $got != "$want" ]]; then
+    rm -f "$dest.part"
+    die "store: $STORE_URL/$rel has sha256 $got, but its published digest is '${want:-missing}': a corrupt or tampered object (delete it, then rerun)"
+  fi
+  mv "$dest.part" "$dest"
+}
+
+# store_put REL FILE: publishes FILE as REL if absent. 0 created, 1 already there (another writer won).
+store_put() {
+  local rel=$1 file=$2 digest code out stage
+  digest="$(sha256_of "$file")"
+  if ! store_is_gcs; then
+    [[ -e $STORE_URL/$rel ]] && return 1
+    mkdir -p "$(dirname "$STORE_URL/$rel")"
+    stage="$(mktemp -d "$STORE_URL/.stage.XXXXXX")"
+    cp "$file" "$stage/data"
+    echo "$digest" >"$stage/sha256"
+    chmod 0644 "$stage/data" "$stage/sha256" && chmod 0755 "$stage"
+    # rename(2) of a folder onto an existing non-empty folder fails: the first writer wins.
+    if mv -T "$stage" "$STORE_URL/$rel" 2>/dev/null; then return 0; fi
+    rm -rf "$stage"
+    return 1
+  fi
+  out="$(mktemp)"
+  # A resumable upload: its first request carries the name, the digest and the create-only condition.
+  code="$(_gcs_curl "$out" -D "$out.h" -X POST -H 'Content-Type: application/json' \
+    --data "{\"name\": \"$(_gcs_name "$rel")\", \"metadata\": {\"sha256\": \"$digest\"}}" \
+    "$GCS_API/upload/storage/v1/b/$(_gcs_bucket)/o?uploadType=resumable&ifGenerationMatch=0")"
+  if [[ $code == 200 ]]; then
+    local session
+    session="$(sed -n 's/^[Ll]ocation: *//p' "$out.h" | tr -d '\r')"
+    code="$(_gcs_curl "$out" -X PUT --upload-file "$file" "$session")"
+  fi
+  rm -f "$out.h"
+  case $code in
+    200 | 201) rm -f "$out" && return 0 ;;
+    412) rm -f "$out" && return 1 ;;
+    403) die "store: the node may not write $STORE_URL/$rel (HTTP 403): grant it roles/storage.objectCreator on the prefix, or set artifactStorePublish=false" ;;
+    *) die "store: publishing $STORE_URL/$rel failed with HTTP $code: $(head -c 300 "$out")" ;;
+  esac
+}
+
+# Locks: a create-only object holding the epoch second it expires; nodes cannot delete it (write-once),
+# so an expired lock is ignored instead of removed (the bucket's lifecycle rule clears old ones).
+_lock_expiry() {
+  local f
+  f="$(mktemp)"
+  if store_get "$1" "$f" 2>/dev/null; then cat "$f"; else echo 0; fi
+  rm -f "$f"
+}
+
+# store_claim REL SECONDS: 0 when this node now holds the build lock REL for SECONDS.
+store_claim() {
+  local f rc=0
+  f="$(mktemp)"
+  echo $(($(date +%s) + $2)) >"$f"
+  store_put "$1" "$f" || rc=$?
+  rm -f "$f"
+  return "$rc"
+}
+
+# artifact_key: 24 hex digits from exactly what determines the bytes of this phase's artifact: the
+# phase's script text and artifact_inputs (its versions), the keys of the artifacts it builds on
+# (ARTIFACT_DEPS), CUDA, GPU arch, OS release and the install root (DeepEP links NVSHMEM by absolute RPATH).
+artifact_key() {
+  local d
+  {
+    echo "artifact $PHASE"
+    sha256_of "$(phase_script)"
+    artifact_inputs
+    for d in ${ARTIFACT_DEPS[$PHASE]:-}; do echo "dep $d $(cat "$STATE/artifacts/$d" 2>/dev/null || echo missing)"; done
+    echo "cuda=$CUDA_VERSION arch=$CUDA_ARCH os=$(os_version) root=$R"
+  } | sha256sum | cut -c1-24
+}
+
+# with_artifact DIR BUILD_FUNCTION [EXCLUDE...]: DIR from the store when it has this phase's artifact; otherwise
+# BUILD_FUNCTION builds DIR and the result is published (one builder at a time per key, others wait for it).
+# Records the key in STATE/artifacts/PHASE (the dependents' keys include it) and how DIR came (a note).
+with_artifact() {
+  local dir=$1 build=$2 key rel lock tarball waited=0 t0=$SECONDS
+  shift 2
+  ARTIFACT_EXCLUDE=("$@")
+  key="$(artifact_key)"
+  mkdir -p "$STATE/artifacts"
+  if ! store_enabled; then
+    "$build"
+    echo "$key" >"$STATE/artifacts/$PHASE"
+    return 0
+  fi
+  rel="artifacts/$PHASE/$key.tar.gz" lock="locks/$PHASE/$key" tarball="$CACHE/$PHASE-$key.tar.gz"
+  if _restore "$rel" "$tarball" "$dir"; then
+    phase_note "artifact $key from the store in $((SECONDS - t0)) s"
+  elif ((!STORE_PUBLISH)); then
+    "$build"
+    phase_note "artifact $key built here (store miss; this node does not publish)"
+  elif store_claim "$lock" "$STORE_LOCK_WAIT_S"; then
+    "$build"
+    _publish "$rel" "$tarball" "$dir" "$key"
+  else
+    # Another node builds this key: wait for its artifact until the lock expires or the bound runs out.
+    log "store: another node is building $PHASE $key; waiting up to ${STORE_LOCK_WAIT_S}s"
+    while ((waited < STORE_LOCK_WAIT_S)) && (($(date +%s) < $(_lock_expiry "$lock"))); do
+      sleep "$STORE_POLL_S"
+      waited=$((waited + STORE_POLL_S))
+      if _restore "$rel" "$tarball" "$dir"; then
+        phase_note "artifact $key from the store after waiting ${waited}s for its builder"
+        echo "$key" >"$STATE/artifacts/$PHASE"
+        return 0
+      fi
+    done
+    log "store: no artifact after ${waited}s (the other builder failed or is slow): building here"
+    "$build"
+    _publish "$rel" "$tarball" "$dir" "$key"
+  fi
+  echo "$key" >"$STATE/artifacts/$PHASE"
+}
+
+_restore() {
+  local rel=$1 tarball=$2 dir=$3
+  store_get "$rel" "$tarball" || return 1
+  rm -rf "$dir" && mkdir -p "$dir"
+  tar -xzf "$tarball" -C "$dir"
+  rm -f "$tarball"
+  log "store: $PHASE restored from $STORE_URL/$rel"
+}
+
+_publish() {
+  local rel=$1 tarball=$2 dir=$3 key=$4
+  local x excludes=()
+  for x in "${ARTIFACT_EXCLUDE[@]}"; do excludes+=("--exclude=./$x"); done
+  tar -czf "$tarball" "${excludes[@]}" -C "$dir" .
+  if store_put "$rel" "$tarball"; then
+    phase_note "artifact $key built and published ($(du -m "$tarball" | cut -f1) MB)"
+    log "store: published $STORE_URL/$rel"
+  else
+    phase_note "artifact $key built; another node published it first"
+  fi
+  rm -f "$tarball"
+}

@@ -1,0 +1,159 @@
+"""The artifact store in the cloud (docs/store.md): the nodes' access to it, and the bucket itself.
+
+`StoreAccess` (every benchmark stack with `artifactStore`): the node service account may read and create
+objects under the store's prefix, nothing else. The grant is on the bucket with an IAM condition on the
+object name, so a bucket shared with other data stays closed to the nodes. objectCreator cannot
+overwrite or delete (that needs storage.objects.delete), which with the nodes' create-only requests
+makes every object write-once.
+
+`ArtifactStoreBucket` (the store's own small Pulumi project, `store/`): a bucket that outlives the
+benchmark stacks, with uniform bucket-level access (IAM conditions need it), public access prevention,
+and lifecycle rules that delete old artifacts and stale build locks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+READ_ROLE = "roles/storage.objectViewer"
+CREATE_ROLE = "roles/storage.objectCreator"
+# Build locks older than this are stale (store.sh ignores expired ones; nodes cannot delete them).
+LOCK_MAX_AGE_DAYS = 1
+
+
+def split_store_url(url: str) -> tuple[str, str]:
+    """gs://BUCKET/PREFIX -> (BUCKET, PREFIX without slashes at either end)."""
+    if not url.startswith("gs://"):
+        raise ValueError(f"artifact store must be gs://BUCKET[/PREFIX], not {url!r}")
+    bucket, _, prefix = url[len("gs://") :].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def prefix_condition(bucket: str, prefix: str) -> str:
+    """CEL on the object's resource name: objects under PREFIX/ of BUCKET only."""
+    path = f"projects/_/buckets/{bucket}/objects/{prefix + '/' if prefix else ''}"
+    return f'resource.name.startsWith("{path}")'
+
+
+@dataclass(frozen=True)
+class StoreAccessArgs:
+    store_url: str
+    member: pulumi.Input[str]  # serviceAccount:EMAIL of the nodes
+    publish: bool  # nodes may create objects (otherwise read only)
+
+
+class StoreAccess(pulumi.ComponentResource):
+    """The nodes' object access to the store's prefix: read, and create-only when they publish."""
+
+    grants: list[gcp.storage.BucketIAMMember]
+
+    def __init__(self, name: str, args: StoreAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:store:StoreAccess", name, None, opts)
+        bucket, prefix = split_store_url(args.store_url)
+        child = pulumi.ResourceOptions(parent=self)
+        roles = [READ_ROLE, CREATE_ROLE] if args.publish else [READ_ROLE]
+        self.grants = [
+            gcp.storage.BucketIAMMember(
+                f"{name}-{role.rsplit('.', 1)[-1].lower()}",
+                bucket=bucket,
+                role=role,
+                member=args.member,
+                condition=gcp.storage.BucketIAMMemberConditionArgs(
+                    title=f"deepep-a4 store prefix {prefix or '(whole bucket)'}"[:100],
+                    description="Objects under the artifact store's prefix only (docs/store.md).",
+                    expression=prefix_condition(bucket, prefix),
+                ),
+                opts=child,
+            )
+            for role in roles
+        ]
+        self.register_outputs({"bucket": bucket, "prefix": prefix, "roles": roles})
+
+
+@dataclass(frozen=True)
+class ArtifactStoreBucketArgs:
+    name: str
+    prefix: str  # the store's objects live under PREFIX/ (sources/, artifacts/, locks/ below it)
+    project: str
+    location: str
+    artifact_max_age_days: int
+    labels: dict[str, str]
+
+
+class ArtifactStoreBucket(pulumi.ComponentResource):
+    """The store's bucket: outlives benchmark stacks; protected, so destroying it is a deliberate act."""
+
+    bucket: gcp.storage.Bucket
+
+    def __init__(self, name: str, args: ArtifactStoreBucketArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:store:ArtifactStoreBucket", name, None, opts)
+        base = f"{args.prefix.strip('/')}/" if args.prefix.strip("/") else ""
+        rules = [
+            gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                    age=args.artifact_max_age_days, matches_prefixes=[f"{base}artifacts/", f"{base}sources/"]
+                ),
+            ),
+            gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                    age=LOCK_MAX_AGE_DAYS, matches_prefixes=[f"{base}locks/"]
+                ),
+            ),
+        ]
+        self.bucket = gcp.storage.Bucket(
+            name,
+            name=args.name,
+            project=args.project,
+            location=args.location,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            # Objects are write-once: no versions to keep.
+            versioning=gcp.storage.BucketVersioningArgs(enabled=False),
+            lifecycle_rules=rules,
+            force_destroy=False,
+            labels=args.labels,
+            opts=pulumi.ResourceOptions(parent=self, protect=True),
+        )
+        self.url = pulumi.Output.concat("gs://", self.bucket.name, f"/{base}".rstrip("/"))
+        self.register_outputs({"url": self.url})
+
+
+def store_access(
+    cfg_store_url: str, publish: bool, member: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> list[pulumi.Resource]:
+    """The grants a platform's nodes need before they start (none without a store)."""
+    if not cfg_store_url:
+        return []
+    return list(StoreAccess("store", StoreAccessArgs(cfg_store_url, member, publish), opts).grants)
+
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+
+
+def store_settings(config: Any) -> ArtifactStoreBucketArgs:
+    """The store project's config (pulumi.Config("deepep-a4-store")), checked; ValueError names the key."""
+    project = config.get("project") or ""
+    if not project:
+        raise ValueError("deepep-a4-store:project is required: pulumi config set deepep-a4-store:project <id>")
+    bucket = config.get("bucket") or f"{project}-artifacts"
+    if not _BUCKET_RE.match(bucket):
+        raise ValueError(f"deepep-a4-store:bucket {bucket!r} is not a bucket name (3-63 chars: a-z 0-9 _ . -)")
+    age = config.get_int("maxAgeDays")
+    age = 90 if age is None else age
+    if not 1 <= age <= 3650:
+        raise ValueError(f"deepep-a4-store:maxAgeDays {age} must be 1-3650")
+    return ArtifactStoreBucketArgs(
+        name=bucket,
+        prefix=(config.get("prefix") or "deepep-a4").strip("/"),
+        project=project,
+        location=config.get("location") or "asia-southeast1",
+        artifact_max_age_days=age,
+        labels={"deepep-a4-store": "true"},
+    )

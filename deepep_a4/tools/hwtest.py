@@ -1,0 +1,164 @@
+"""`deepep-a4 hwtest`: the node installer for a GPU machine that is not an A4 (docs/store.md).
+
+    .venv/bin/deepep-a4 hwtest --out /tmp/hwtest --nvshmem-version 3.5.1       here: render
+    bash /tmp/hwtest/hwtest.sh --store /srv/deepep-store                      there: run (as root)
+
+The machine: an H100 or H200 (sm_90) with Ubuntu, CUDA and PyTorch already installed, no internet and no
+RDMA NICs. The installer that runs there is the real one (run.sh, lib.sh, store.sh and the phase scripts,
+byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source, PyTorch as
+installed, DeepEP built for the machine's arch, the env file and verify without NIC checks. The phases
+that change the machine itself (DOCA-OFED, driver, peer mapping, CUDA from apt, the reboot) are not
+shipped at all, and the status file lists them with the reason (`leftOut`). Sources come from the store
+only (`deepep-a4 store fill --from DIR --store DIR`); built artifacts are published there, so a second run
+with an empty install root measures the warm path. With 2 or more GPUs, hwtest.sh then runs DeepEP's
+intranode and low-latency tests through the installed environment and parses them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from deepep_a4 import upstream
+from deepep_a4.node import payload
+from deepep_a4.program import installer
+
+# The stack whose options the profile starts from; the profile then replaces what the machine decides.
+BASE_STACK = "gce-b200"
+PHASES = ("preflight", "gdrcopy", "nvshmem", "pytorch", "deepep", "env", "verify")
+LEFT_OUT = {
+    "doca-ofed": "no RDMA NICs here; DOCA-OFED replaces the host's RDMA stack and needs a reboot",
+    "nvidia-driver": "the machine's driver is in use; installing one needs the node's own image and a reboot",
+    "peermapping": "a driver registry option that takes effect only after a reboot",
+    "cuda": "CUDA is installed on the machine; the phase installs it from NVIDIA's apt repository",
+}
+HWTEST_SH = "hwtest.sh"
+
+
+def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str) -> installer.Profile:
+    commit = installer.deepep_commit(deepep_ref)
+    return installer.Profile(
+        target="hwtest",
+        root=root,
+        phases=PHASES,
+        left_out=LEFT_OUT,
+        values={
+            "DEEPEP_STACK": "hwtest",
+            "CUDA_VERSION": cuda,
+            "CUDA_ARCH": arch,
+            "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}",
+            "NVSHMEM_VERSION": nvshmem,
+            "NVSHMEM_SOURCE": "source",
+            "NVSHMEM_SRC_URL": "store-only",
+            "DEEPEP_REF": deepep_ref,
+            "DEEPEP_COMMIT": commit,
+            # PR #466 is fetched from GitHub's pull refs, which source mirrors do not carry.
+            "DEEPEP_PR466": False,
+            "TORCH_VERSION": "installed",
+            "BASE_PYTHON": python,
+            "GPU_MODEL": "",
+            "GPU_DEVICE_IDS": "",
+            "EXPECTED_GPUS": 0,
+            "EXPECTED_NICS": 0,
+            "HAS_RDMA_NICS": False,
+            "INSTALL_DRIVER": False,
+            "USE_DOCA_OFED": False,
+            "ALLOW_REBOOT": False,
+            "GDRCOPY_KERNEL_MODULE": False,
+            "STORE_URL": "",
+            "STORE_PUBLISH": True,
+            "STORE_ONLY": True,
+        },
+    )
+
+
+def hwtest_script(root: str) -> str:
+    """hwtest.sh: runs the installer with the store given at run time, then the tests when GPUs allow."""
+    runner = payload.runner_files()
+    parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
+    return f"""#!/bin/bash
+# deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
+#   bash hwtest.sh --store DIR [--root DIR]      exit: the installer's, or the first failing test's
+set -uo pipefail
+HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
+root={shlex.quote(root)} store=""
+while (($#)); do
+  case $1 in
+    --store) store=$2 && shift ;;
+    --root) root=$2 && shift ;;
+    *) echo "unknown argument $1" >&2 && exit 2 ;;
+  esac
+  shift
+done
+if [[ -z $store ]]; then
+  echo "hwtest.sh: --store DIR is required (deepep-a4 hwtest --sources fills OUT/store)" >&2
+  exit 2
+fi
+mkdir -p "$store"
+export DEEPEP_STORE_URL="$(cd "$store" && pwd -P)" DEEPEP_INSTALL_ROOT="$root"
+t0=$SECONDS
+bash "$HERE/installer/run.sh"
+rc=$?
+echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+((rc == 0)) || exit "$rc"
+gpus="$(nvidia-smi -L | grep -c '^GPU ')"
+if ((gpus < 2)); then
+  echo "hwtest: DeepEP's tests need 2 or more GPUs; this machine has $gpus: tests not run" | tee "$root/state/tests.txt"
+  exit 0
+fi
+# shellcheck source=/dev/null
+source "$root/unified-env.sh"
+cd "$root/DeepEP" || exit 1
+: >"$root/state/tests.txt"
+for t in intranode low_latency; do
+  log="$root/logs/test_$t.log"
+  timeout 900 python "tests/test_$t.py" --num-processes "$gpus" >"$log" 2>&1
+  trc=$?
+  python "$HERE/runner/{parse}" "$log" --test "${{t/_/-}}" --processes "$gpus" --summary >"$root/state/test_$t.json"
+  prc=$?
+  echo "test_$t: exit $trc, parser exit $prc" | tee -a "$root/state/tests.txt"
+  ((trc == 0 && prc == 0)) || rc=1
+done
+exit "$rc"
+"""
+
+
+@click.command()
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to render into")
+@click.option("--nvshmem-version", default="3.5.1", show_default=True, help="NVSHMEM source version")
+@click.option("--deepep-ref", default=upstream.DEEPEP_NVSHMEM35_FIXES, show_default=True, help="DeepEP tag or commit")
+@click.option("--cuda", default="13.0", show_default=True, help="CUDA installed at /usr/local/cuda-VERSION")
+@click.option("--arch", default="90", show_default=True, help="GPU arch (90: H100/H200)")
+@click.option("--root", default="/opt/deepep-hwtest", show_default=True, help="install root on the machine")
+@click.option("--python", default="python3", show_default=True, help="the interpreter that has PyTorch")
+@click.option(
+    "--sources",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="folder of source files named as the store names them: OUT/store is filled from it",
+)
+def command(
+    out: Path, nvshmem_version: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, sources: Path | None
+) -> None:
+    """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
+    from deepep_a4.tools import plan as plan_tool
+    from deepep_a4.tools import store
+
+    _, _, cfg = plan_tool.load_stack(BASE_STACK)
+    files = installer.render_profile(cfg, profile(nvshmem_version, deepep_ref, cuda, arch, root, python))
+    for rel, text in files.items():
+        path = out / "installer" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for name, text in payload.runner_files().items():
+        (out / "runner").mkdir(parents=True, exist_ok=True)
+        (out / "runner" / name).write_text(text)
+    (out / HWTEST_SH).write_text(hwtest_script(root))
+    (out / HWTEST_SH).chmod(0o755)
+    if sources is not None:
+        wanted = store.sources_of(cfg.versions.gdrcopy, nvshmem_version, deepep_ref, pr466=False)
+        (out / "store").mkdir(parents=True, exist_ok=True)
+        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources)
+    click.echo(f"wrote {out}/{HWTEST_SH} and {out}/installer ({len(files)} files): phases {' '.join(PHASES)}")
+    click.echo(f"left out: {', '.join(LEFT_OUT)}; run as root there: bash {out}/{HWTEST_SH} --store DIR")

@@ -1,0 +1,202 @@
+"""`deepep-a4 store fill`: put a stack's sources into the artifact store (docs/store.md).
+
+    .venv/bin/deepep-a4 store fill --stack gke-b200                      internet -> the stack's artifactStore
+    .venv/bin/deepep-a4 store fill --stack gke-b200 --store DIR          ... or a local folder
+    .venv/bin/deepep-a4 store fill --stack gke-b200 --from DIR           files named as below, no internet
+
+The names are the ones the installer asks the store for (node/install/lib.sh `fetch`, phases/09-deepep.sh):
+GDRCopy's and NVSHMEM's source archives, DeepEP at its pinned commit, PR #466's diff. A filled store lets
+nodes install with no internet beyond the store and the OS package mirrors (artifactStoreOnly).
+
+Objects are written as the nodes write them: create-only, with their sha256 (Cloud Storage custom metadata
+`sha256`; in a folder, `NAME/data` and `NAME/sha256`, placed by one atomic rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from deepep_a4 import upstream
+from deepep_a4.config import StackConfig
+from deepep_a4.program import installer
+
+SOURCES_DIR = "sources"
+DOWNLOAD_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # the object name under sources/ (what the installer's fetch asks for)
+    url: str
+
+
+def sources(cfg: StackConfig) -> list[Source]:
+    """What the stack's nodes download, by the names the installer looks up in the store."""
+    v = cfg.versions
+    return sources_of(v.gdrcopy, v.nvshmem if v.nvshmem_source == "source" else "", v.deepep_ref, v.deepep_pr466)
+
+
+def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466: bool) -> list[Source]:
+    out = [Source(f"gdrcopy-{gdrcopy}.tar.gz", installer.gdrcopy_url(gdrcopy))]
+    if nvshmem_source_version:
+        v = nvshmem_source_version
+        try:
+            url = upstream.nvshmem_source_url(v)
+        except KeyError:  # a development version (the hardware test): only --from can supply it
+            url = f"(no public URL for NVSHMEM {v})"
+        out.append(Source(f"nvshmem-{v}-source", url))
+    commit = installer.deepep_commit(deepep_ref)
+    if commit:
+        out.append(Source(f"deepep-{commit}.tar.gz", f"https://codeload.github.com/deepseek-ai/DeepEP/tar.gz/{commit}"))
+    if pr466:
+        out.append(
+            Source(
+                f"deepep-pr466-{upstream.DEEPEP_PR466_HEAD}.diff",
+                "https://github.com/deepseek-ai/DeepEP/compare/"
+                f"{upstream.DEEPEP_PR466_BASE}...{upstream.DEEPEP_PR466_HEAD}.diff",
+            )
+        )
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class LocalStore:
+    """A store in a folder: REL/data and REL/sha256, created by one rename (the first writer wins)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def has(self, rel: str) -> bool:
+        return (self.root / rel / "sha256").is_file()
+
+    def put(self, rel: str, file: Path) -> bool:
+        target = self.root / rel
+        if target.exists():
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".stage.", dir=self.root))
+        shutil.copyfile(file, stage / "data")
+        (stage / "sha256").write_text(sha256_file(file) + "\n")
+        stage.chmod(0o755)
+        try:
+            os.rename(stage, target)
+        except OSError:
+            shutil.rmtree(stage)
+            return False
+        return True
+
+
+class GcsStore:
+    """A store under gs://BUCKET/PREFIX, written with the user's gcloud (as `deepep-a4 report` reads)."""
+
+    def __init__(self, url: str, gcloud: str = "gcloud"):
+        self.url = url.rstrip("/")
+        self.gcloud = gcloud
+
+    def _gcloud(self, *args: str) -> subprocess.CompletedProcess[str]:
+        if shutil.which(self.gcloud) is None:
+            raise click.ClickException(f"writing {self.url} needs the gcloud CLI (https://cloud.google.com/sdk)")
+        return subprocess.run([self.gcloud, "storage", *args], capture_output=True, text=True, check=False)
+
+    def has(self, rel: str) -> bool:
+        return self._gcloud("objects", "describe", f"{self.url}/{rel}").returncode == 0
+
+    def put(self, rel: str, file: Path) -> bool:
+        proc = self._gcloud(
+            "cp",
+            "--if-generation-match=0",
+            f"--custom-metadata=sha256={sha256_file(file)}",
+            str(file),
+            f"{self.url}/{rel}",
+        )
+        if proc.returncode == 0:
+            return True
+        if "412" in proc.stderr or "PreconditionFailed" in proc.stderr or "precondition" in proc.stderr.lower():
+            return False
+        raise click.ClickException(f"gcloud storage cp to {self.url}/{rel} failed: {proc.stderr.strip()[-400:]}")
+
+
+def open_store(url: str) -> LocalStore | GcsStore:
+    if url.startswith("gs://"):
+        return GcsStore(url)
+    return LocalStore(Path(url).resolve())
+
+
+def _download(url: str, dest: Path) -> None:
+    if not url.startswith("https://"):
+        raise OSError(f"not an https URL: {url}")
+    req = urllib.request.Request(url, headers={"User-Agent": "deepep-a4-store-fill"})  # noqa: S310
+    with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT_S) as resp, dest.open("wb") as out:  # noqa: S310
+        shutil.copyfileobj(resp, out)
+
+
+def fill(wanted: list[Source], store: LocalStore | GcsStore, from_dir: Path | None, echo=click.echo) -> int:
+    """Puts every source in `wanted` into the store; returns how many were added."""
+    added = 0
+    with tempfile.TemporaryDirectory(prefix="deepep-store-") as tmp:
+        for src in wanted:
+            rel = f"{SOURCES_DIR}/{src.name}"
+            if store.has(rel):
+                echo(f"  present  {rel}")
+                continue
+            if from_dir is not None:
+                file = from_dir / src.name
+                if not file.is_file():
+                    raise click.ClickException(f"--from {from_dir}: no file {src.name} (download it from {src.url})")
+            else:
+                file = Path(tmp) / src.name
+                try:
+                    _download(src.url, file)
+                except OSError as err:
+                    raise click.ClickException(f"downloading {src.url} failed: {err}") from None
+            created = store.put(rel, file)
+            added += created
+            echo(f"  {'added' if created else 'present'}    {rel}  sha256 {sha256_file(file)[:16]}")
+    return added
+
+
+@click.group()
+def command() -> None:
+    """The artifact store: sources and prebuilt artifacts shared by every node (docs/store.md)."""
+
+
+@command.command("fill")
+@click.option("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml) or a stack file path")
+@click.option("--store", "store_url", default="", help="gs://BUCKET/PREFIX or a folder; default: the stack's")
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="take the files from this folder (named as the store names them) instead of downloading",
+)
+def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:
+    """Put the stack's sources (GDRCopy, NVSHMEM, DeepEP, PR #466) into the store."""
+    from deepep_a4.tools import plan as plan_tool
+
+    try:
+        _, _, cfg = plan_tool.load_stack(stack)
+    except plan_tool.UsageError as err:
+        raise click.ClickException("; ".join(err.lines)) from None
+    url = store_url or cfg.installer.store_url
+    if not url:
+        raise click.UsageError(f"stack {cfg.stack} sets no artifactStore: name one with --store gs://BUCKET/PREFIX")
+    store = open_store(url)
+    click.echo(f"store {url}: sources of stack {cfg.stack}")
+    added = fill(sources(cfg), store, from_dir)
+    click.echo(f"{added} added")
