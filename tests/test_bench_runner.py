@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deepep_a4 import config
-from deepep_a4.node.bench import run_bench
+from deepep_a4.node.bench import preflight, run_bench
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
@@ -45,7 +47,8 @@ def run(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, 
     out = io.StringIO()
     old = dict(os.environ)
     try:
-        os.environ.update(env or {})
+        # This machine has no HCAs: the device check before RDMA tests has its own tests below.
+        os.environ.update({"BENCH_SKIP_DEVICE_CHECK": "1", **(env or {})})
         rc = run_bench.main([*args, "--results-dir", str(tmp / "results")], out=out)
     finally:
         os.environ.clear()
@@ -287,3 +290,87 @@ def test_both_platforms_hand_the_runner_the_same_settings() -> None:
     gce = gce_bench.bench_settings(cfg, [])["runnerEnv"]
     assert {k: v for k, v in gke.items() if k != "BENCH_TESTS"} == gce
     assert gce["BENCH_INTRANODE_TOKENS"] == "2048"
+
+
+# -- the device check before RDMA tests (node/bench/preflight.py) -------------------------------------
+
+
+class Fn:
+    """A ctypes foreign function stand-in: callable, with a settable restype."""
+
+    def __init__(self, f: Any):
+        self.f, self.restype = f, None
+
+    def __call__(self, *args: Any) -> Any:
+        return self.f(*args)
+
+
+class FakeLib:
+    """libibverbs/libcuda as ctypes sees them: the calls preflight.py makes, with canned answers."""
+
+    def __init__(self, hcas: list[str], gpus: int):
+        self.hcas, self.gpus = hcas, gpus
+        self._devices = (ctypes.c_void_p * (len(hcas) + 1))(*range(1, len(hcas) + 1))
+        self.ibv_get_device_list = Fn(self._list)
+        self.ibv_get_device_name = Fn(lambda dev: hcas[dev.value - 1].encode())
+        self.ibv_free_device_list = Fn(lambda devices: None)
+
+    def _list(self, count: Any) -> Any:
+        count._obj.value = len(self.hcas)
+        return self._devices
+
+    def cuInit(self, flags: int) -> int:
+        return 0
+
+    def cuDeviceGetCount(self, count: Any) -> int:
+        count._obj.value = self.gpus
+        return 0
+
+
+def loader(hcas: list[str], gpus: int, missing: str = "") -> Any:
+    def load(name: str) -> Any:
+        if missing and name.startswith(missing):
+            raise OSError(f"libnl-route-3.so.200: cannot open shared object file (loading {name})")
+        return FakeLib(hcas, gpus)
+
+    return load
+
+
+A4_HCAS = [f"mlx5_{i}" for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("hcas", "gpus", "missing", "reason"),
+    [
+        (A4_HCAS, 8, "", ""),
+        (A4_HCAS, 8, "libibverbs", "libnl-3.so.200 and libnl-route-3.so.200"),
+        ([], 8, "", "the mlx5 provider did not load"),
+        ([f"rocep{i}s0" for i in range(8)], 8, "", "do not start with mlx5"),
+        (A4_HCAS, 4, "", "CUDA sees 4 GPU(s), the test needs 8"),
+    ],
+)
+def test_device_check_names_what_the_pod_is_missing(hcas: list[str], gpus: int, missing: str, reason: str) -> None:
+    seen, problem = preflight.check(8, 8, "mlx5", load=loader(hcas, gpus, missing))
+    assert (reason in problem) if reason else problem == ""
+    if not problem:
+        assert seen == {"gpus": 8, "hcas": A4_HCAS}
+
+
+def test_rdma_tests_do_not_start_where_the_pod_sees_no_hca(tmp_path: Path, deepep: Path) -> None:
+    """This machine has no HCAs (or no libibverbs): low-latency is failed with the reason, intranode runs."""
+    rc, _ = run(
+        tmp_path,
+        "--tests",
+        "intranode,low-latency",
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        env={"BENCH_SKIP_DEVICE_CHECK": "0"},
+    )
+    assert rc == 1
+    summary = json.loads((tmp_path / "results/summary.json").read_text())
+    by_test = {t["test"]: t for t in summary["tests"]}
+    assert by_test["intranode"]["status"] == "passed"
+    assert by_test["low-latency"]["status"] == "failed"
+    assert by_test["low-latency"]["problems"][0].startswith("not run: ")
+    assert "libibverbs" in by_test["low-latency"]["problems"][0]

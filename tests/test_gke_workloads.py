@@ -500,10 +500,16 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             spec = j.inputs["spec"]["template"]["spec"]
             assert not spec.get("hostPID") and not spec.get("hostIPC")
             host_paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-            assert host_paths == {gke_objects.HOST_NVIDIA, gke_objects.GIB_HOST_DIR}
+            assert host_paths == {gke_objects.HOST_NVIDIA, gke_objects.GIB_HOST_DIR, gke_objects.VERBS_CONFIG_HOST_DIR}
             [c] = spec["containers"]
             mounts = {m["name"]: m for m in c["volumeMounts"]}
             assert mounts["install-root"]["readOnly"] is True and mounts["gib"]["readOnly"] is True
+            # libibverbs loads only the providers /etc/libibverbs.d names (troubleshooting T21).
+            assert mounts["verbs-config"] == {
+                "name": "verbs-config",
+                "mountPath": "/etc/libibverbs.d",
+                "readOnly": True,
+            }
             volumes = {v["name"]: v for v in spec["volumes"]}
             assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "250Gi"}
             assert "readOnly" not in mounts["dshm"] and "readOnly" not in mounts["tmp"]

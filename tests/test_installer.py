@@ -31,7 +31,7 @@ STUBBED = (
 ).split()
 REAL_TOOLS = (
     "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
-    "dirname basename flock wc tee touch find df stat mktemp tar gzip xz install nproc realpath timeout"
+    "dirname basename flock wc tee touch find df stat mktemp tar gzip xz install nproc realpath timeout join"
 ).split()
 ORDER: list[str] = list(installer.PHASES)
 # The wheel is allowed only without the internode test (troubleshooting T12).
@@ -45,9 +45,9 @@ def cfg_of(stack: str = "gce-b200", **overrides: Any) -> config.StackConfig:
     return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
 
 
-def topology() -> tuple[list[tuple[str, str, str, str]], str]:
+def topology(name: str = "topology-a4.txt") -> tuple[list[tuple[str, str, str, str]], str]:
     rows, expect = [], ""
-    for line in (FIXTURES / "topology-a4.txt").read_text().splitlines():
+    for line in (FIXTURES / name).read_text().splitlines():
         if line.startswith("expect "):
             expect = line.split()[1]
         elif line.strip() and not line.startswith("#"):
@@ -57,8 +57,16 @@ def topology() -> tuple[list[tuple[str, str, str, str]], str]:
 
 
 class Machine:
-    def __init__(self, tmp: Path, hca: str = "mlx5", driver_loaded: str = "", peermapping: bool = False):
+    def __init__(
+        self,
+        tmp: Path,
+        hca: str = "mlx5",
+        driver_loaded: str = "",
+        peermapping: bool = False,
+        topo: str = "topology-a4.txt",
+    ):
         self.tmp = tmp
+        self.topo = topo
         self.sys = tmp / "sys"
         self.root = tmp / "root"
         self.bin = tmp / "bin"
@@ -84,6 +92,10 @@ class Machine:
         (lib / "libmlx5.so.1.25.57.0").write_bytes(b"\x7fELF mlx5")
         (lib / "libibverbs/libmlx5-rdmav57.so").symlink_to("../libmlx5.so.1.25.57.0")
         (lib / "libcuda.so.580.126.09").write_text("")
+        # libibverbs' own dependencies, as Ubuntu 24.04's libnl-3-200 and libnl-route-3-200 install them.
+        for nl in ("libnl-3.so.200", "libnl-route-3.so.200"):
+            (lib / f"{nl}.26.0").write_bytes(b"\x7fELF libnl")
+            (lib / nl).symlink_to(f"{nl}.26.0")
         self.root.mkdir()
         self._pci(hca)
         self._new_boot_id()
@@ -98,7 +110,7 @@ class Machine:
             self._load_driver()
 
     def _pci(self, hca: str) -> None:
-        rows, _ = topology()
+        rows, _ = topology(self.topo)
         for kind, name, inbox, path in rows:
             dev = self.sys / "sys/devices" / path
             dev.mkdir(parents=True)
@@ -119,7 +131,8 @@ class Machine:
 
     def _hca(self, name: str, path: str) -> None:
         d = self.sys / "sys/class/infiniband" / name
-        (d / "ports/1").mkdir(parents=True)
+        (d / "ports/1/counters").mkdir(parents=True)
+        (d / "ports/1/counters/port_xmit_data").write_text("0\n")
         (d / "device").symlink_to(Path("../../../devices") / path)
 
     def _new_boot_id(self) -> None:
@@ -157,7 +170,7 @@ class Machine:
         if (state / "pkg-doca-ofed").exists():
             ib = self.sys / "sys/class/infiniband"
             shutil.rmtree(ib)
-            for kind, name, _, path in topology()[0]:
+            for kind, name, _, path in topology(self.topo)[0]:
                 if kind == "nic":
                     self._hca(name, path)
 
@@ -559,10 +572,25 @@ def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Pa
     assert (
         f"cp '{m.root}/rdma-core/lib/libibverbs/libmlx5-rdmav57.so' /usr/lib/x86_64-linux-gnu/libibverbs/" in env_text
     )
+    # What libibverbs itself links and which providers it loads: an ubuntu pod image has neither (T21).
+    for nl in ("libnl-3.so.200", "libnl-route-3.so.200"):
+        assert (m.root / "rdma-core/lib" / nl).is_symlink() and (m.root / f"rdma-core/lib/{nl}.26.0").exists()
+    assert (m.root / "rdma-core/etc/libibverbs.d/mlx5.driver").read_text() == "driver mlx5\n"
     # The pods mount R, not the host's /usr: the venv runs a copy of the host's python inside R.
     assert (m.root / "python/lib/python3.12/os.py").exists() and (m.root / "python/bin/python3").exists()
     assert not (m.root / "python/lib/python3.12/test").exists()
     assert f"{m.root}/python/lib" in env["LD_LIBRARY_PATH"].split(":")
+
+
+def test_gke_target_without_libnl_on_the_host_fails_naming_the_package(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    (m.sys / "usr/lib/x86_64-linux-gnu/libnl-route-3.so.200").unlink()
+    d = m.render(cfg_of("gke-b200"), "gke")
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d)
+    assert proc.returncode == 1 and "phase 'env' failed" in proc.stderr
+    assert "libnl-route-3.so.200 is missing on the host" in proc.stderr and "libnl-route-3-200" in proc.stderr
 
 
 def test_gce_venv_uses_the_hosts_python_directly(tmp_path: Path) -> None:
@@ -923,3 +951,48 @@ def test_a_pinned_driver_gone_from_the_repository_names_the_newest_build(tmp_pat
     assert proc.returncode == 1
     assert "NVIDIA driver 580.65.06 is not in the repository" in proc.stderr
     assert "the newest 580 build there is 580.126.09" in proc.stderr
+
+
+def test_verify_checks_the_gpu_to_nic_mapping_against_the_pci_topology(tmp_path: Path) -> None:
+    """On field report R1's A4 pairing the env phase finds R1's mapping, and verify fails a mapping that
+    puts every GPU on one NIC (troubleshooting T10) by the PCI distances, not by counting entries."""
+    m = Machine(tmp_path, topo="topology-a4-r1.txt")
+    d = m.render(cfg_of())
+    install(m, d)
+    _, expect = topology("topology-a4-r1.txt")
+    assert m.env_file()["DEEP_EP_DEVICE_TO_HCA_MAPPING"] == expect
+    env_file = m.root / "unified-env.sh"
+    one_nic = ",".join(f"{i}:mlx5_0:1" for i in range(8))
+    env_file.write_text(env_file.read_text().replace(expect, one_nic))
+    proc = m.run(d, "--redo", "verify")
+    assert proc.returncode == 1
+    assert "gives each GPU its nearest NIC" in proc.stderr
+    out = (m.root / "state/verify.out").read_text()
+    assert "GPU 2 (" in out and "is mapped to mlx5_0, 10 PCI hops away; its nearest NIC is 4 hops away" in out
+    assert "mlx5_0 serves more than one GPU (GPU 1 too)" in out
+
+
+@pytest.mark.parametrize(
+    ("stub", "reason"),
+    [
+        ({}, ""),
+        ({"STUB_RDMA": "dead"}, "no RDMA traffic counted on: mlx5_0 mlx5_1"),
+        ({"STUB_LL_RC": "124"}, "exited 124"),
+    ],
+)
+def test_verify_sends_rdma_through_every_nic_and_records_time_and_figure(
+    tmp_path: Path, stub: dict[str, str], reason: str
+) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d, **stub)
+    if not reason:
+        assert proc.returncode == 0, proc.stderr
+        note = m.status()["phases"]["verify"]["note"]
+        want = r"RDMA path: DeepEP low-latency with NVLink off, 8 ranks, mean 41\.2 GB/s, \d+ s, traffic on every NIC"
+        assert re.fullmatch(want, note), note
+        return
+    assert proc.returncode == 1 and "RDMA through this node's NICs" in proc.stderr
+    assert reason in (m.root / "state/verify.out").read_text()

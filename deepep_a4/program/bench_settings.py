@@ -19,4 +19,5 @@ def runner_settings(cfg: StackConfig) -> RunnerSettings:
         internode_tokens=b.internode.tokens,
         internode_experts=b.internode.experts,
         timeout_minutes=b.timeout_minutes,
+        hcas=cfg.shape.rdma_nics,
     )

@@ -48,6 +48,8 @@ from deepep_a4.program.gke_objects import (
     RUNNER_DIR,
     RUNNER_USAGE_EXIT,
     TEST_LABEL,
+    VERBS_CONFIG_DIR,
+    VERBS_CONFIG_HOST_DIR,
     VERBS_PROVIDER_DIR,
     child_opts,
     depends_of,
@@ -160,6 +162,8 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
                     # libibverbs' default provider folder, writable: the env file copies the host's mlx5
                     # provider there (troubleshooting T16: spawned ranks do not see RDMAV_DRIVERS reliably).
                     {"name": "verbs-providers", "mount_path": VERBS_PROVIDER_DIR},
+                    # Which providers libibverbs loads (mlx5.driver), as the installer shipped it (T21).
+                    {"name": "verbs-config", "mount_path": VERBS_CONFIG_DIR, "read_only": True},
                 ],
             }
         ],
@@ -172,6 +176,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {"name": "dshm", "empty_dir": {"medium": "Memory", "size_limit": DSHM_SIZE}},
             {"name": "tmp", "empty_dir": {}},
             {"name": "verbs-providers", "empty_dir": {"size_limit": "64Mi"}},
+            {"name": "verbs-config", "host_path": {"path": VERBS_CONFIG_HOST_DIR, "type": "Directory"}},
         ],
     }
     if host_network:

@@ -29,6 +29,9 @@ VERSIONS_ANNOTATION = names.VERSIONS_ANNOTATION
 INTERNODE_SERVICE = "deepep-internode"
 MASTER_PORT = names.MASTER_PORT
 VERBS_PROVIDER_DIR = "/usr/lib/x86_64-linux-gnu/libibverbs"
+VERBS_CONFIG_DIR = "/etc/libibverbs.d"
+# The env phase writes it (node/install/phases/10-env.sh, ship_rdma_core).
+VERBS_CONFIG_HOST_DIR = f"{names.INSTALL_ROOTS['gke']}/rdma-core/etc/libibverbs.d"
 
 NODE_SELECTOR = {names.NODE_POOL_LABEL_KEY: names.NODE_POOL_LABEL_VALUE}
 GPU_TOLERATION = {

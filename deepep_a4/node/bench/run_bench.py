@@ -246,6 +246,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--low-latency-args", default=e("BENCH_LOW_LATENCY_ARGS", ""))
     ap.add_argument("--internode-args", default=e("BENCH_INTERNODE_ARGS", ""))
     ap.add_argument("--timeout-minutes", type=float, default=s.timeout_minutes)
+    ap.add_argument("--hcas", type=int, default=s.hcas, help="RDMA NICs the node has (checked before RDMA tests)")
+    ap.add_argument(
+        "--skip-device-check",
+        action="store_true",
+        default=e("BENCH_SKIP_DEVICE_CHECK", "") == "1",
+        help="do not check HCAs and GPUs before the RDMA tests",
+    )
     ap.add_argument("--skip-nccl-check", action="store_true", default=e("BENCH_SKIP_NCCL_CHECK", "") == "1")
     ap.add_argument("--nccl-sizes-mb", default=e("BENCH_NCCL_SIZES_MB", "16,256"), help="all-to-all sizes per rank")
     ap.add_argument("--nccl-iters", type=int, default=int(e("BENCH_NCCL_ITERS", "20")))
@@ -270,6 +277,25 @@ def find_tests_dir(deepep_dir: str, env: dict[str, str]) -> Path | None:
         if (d / DEEPEP_SCRIPTS["intranode"]).is_file():
             return d.resolve()
     return None
+
+
+# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA).
+RDMA_TESTS = ("low-latency", "internode")
+
+
+def device_check(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> str:
+    """ "" when this pod sees the node's HCAs and GPUs, else the reason (preflight.py, in the tests' env)."""
+    here = Path(__file__).resolve().parent
+    cmd = [args.python, str(here / "preflight.py"), "--gpus", str(args.processes), "--hcas", str(args.hcas)]
+    cmd += ["--prefix", env.get("NVSHMEM_HCA_PREFIX", "")]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"the device check could not run: {err}"
+    log(out, "preflight", proc.stdout.strip() or proc.stderr.strip())
+    if proc.returncode == 0:
+        return ""
+    return proc.stderr.strip().removeprefix("preflight: ") or f"the device check failed (exit {proc.returncode})"
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
@@ -342,9 +368,19 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         fabric_ok = nccl.status == "passed"
         port += 1
 
+    device_problem = ""
+    if any(t in RDMA_TESTS for t in tests) and not args.skip_device_check:
+        device_problem = device_check(args, env, out)
+
     for test in tests:
         port += 1
         run = TestRun(test, test_argv(test, args, tests_dir))
+        if device_problem and test in RDMA_TESTS:
+            run.problems = [f"not run: {device_problem}"]
+            run.status = "failed"
+            log(out, "error", f"{test}: {run.problems[0]}")
+            runs.append(run)
+            continue
         if not fabric_ok:
             run.problems = ["skipped: the NCCL all-to-all check failed, so the fabric (not DeepEP) is at fault"]
             run.status = "skipped"

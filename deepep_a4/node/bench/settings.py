@@ -25,6 +25,8 @@ class RunnerSettings:
     internode_tokens: int = 4096
     internode_experts: int = 256
     timeout_minutes: float = 30
+    # RDMA NICs of the machine type: a pod must see this many HCAs before an RDMA test (preflight.py).
+    hcas: int = 8
 
     @staticmethod
     def variable(field_name: str) -> str:

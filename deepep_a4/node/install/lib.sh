@@ -197,6 +197,16 @@ gpu_pci_addresses() {
   done | sort
 }
 
+# pci_distance A B: hops between two sysfs device paths through their deepest common PCI ancestor.
+pci_distance() {
+  local IFS=/ i=0
+  local -a a b
+  read -ra a <<<"$1"
+  read -ra b <<<"$2"
+  while ((i < ${#a[@]} && i < ${#b[@]})) && [[ ${a[$i]} == "${b[$i]}" ]]; do i=$((i + 1)); done
+  echo $((${#a[@]} - i + ${#b[@]} - i))
+}
+
 driver_params_have_peermapping() {
   grep -Eqi 'PeerMappingOverride=(1|0x0*1)' "$SYS/proc/driver/nvidia/params" 2>/dev/null
 }

@@ -7,16 +7,6 @@ phase_inputs() {
   echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
 }
 
-# pci_distance A B: hops between two sysfs device paths through their deepest common PCI ancestor.
-pci_distance() {
-  local IFS=/ i=0
-  local -a a b
-  read -ra a <<<"$1"
-  read -ra b <<<"$2"
-  while ((i < ${#a[@]} && i < ${#b[@]})) && [[ ${a[$i]} == "${b[$i]}" ]]; do i=$((i + 1)); done
-  echo $((${#a[@]} - i + ${#b[@]} - i))
-}
-
 hca_port() {
   local p
   for p in "$SYS/sys/class/infiniband/$1/ports"/*; do
@@ -91,14 +81,21 @@ check_rdma_core() {
   echo "$pabi"
 }
 
-# For the GKE target, pods get the host's rdma-core as one set under R/rdma-core (same ABI everywhere).
+# For the GKE target, pods get the host's rdma-core as one set under R/rdma-core (same ABI everywhere):
+# libibverbs, the mlx5 provider and what libibverbs itself links (libnl-3, libnl-route-3: an ubuntu image
+# has neither), and the provider's config (etc/libibverbs.d/mlx5.driver, mounted read-only at
+# /etc/libibverbs.d: libibverbs loads only providers named there or in RDMAV_DRIVERS; troubleshooting T21).
 ship_rdma_core() {
-  local pabi=$1 dst="$R/rdma-core/lib" f
-  rm -rf "$R/rdma-core" && mkdir -p "$dst/libibverbs"
-  for f in "$SYS$RDMA_LIBDIR"/libibverbs.so.1* "$SYS$RDMA_LIBDIR"/libmlx5.so.1*; do
+  local pabi=$1 dst="$R/rdma-core/lib" f lib
+  rm -rf "$R/rdma-core" && mkdir -p "$dst/libibverbs" "$R/rdma-core/etc/libibverbs.d"
+  for lib in libnl-3.so.200 libnl-route-3.so.200; do
+    [[ -e $SYS$RDMA_LIBDIR/$lib ]] || die "$RDMA_LIBDIR/$lib is missing on the host: libibverbs needs it (apt install $([[ $lib == libnl-3* ]] && echo libnl-3-200 || echo libnl-route-3-200))"
+  done
+  for f in "$SYS$RDMA_LIBDIR"/libibverbs.so.1* "$SYS$RDMA_LIBDIR"/libmlx5.so.1* "$SYS$RDMA_LIBDIR"/libnl-3.so.200* "$SYS$RDMA_LIBDIR"/libnl-route-3.so.200*; do
     [[ -e $f ]] && cp -a "$f" "$dst/"
   done
   cp -L "$SYS$RDMA_LIBDIR/libibverbs/libmlx5-rdmav$pabi.so" "$dst/libibverbs/"
+  echo "driver mlx5" >"$R/rdma-core/etc/libibverbs.d/mlx5.driver"
 }
 
 # The host's dynamic linker finds the source NVSHMEM and GDRCopy without the env file too (field report R2:

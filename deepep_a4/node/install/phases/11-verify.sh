@@ -74,10 +74,75 @@ device_nodes_ok() {
 import_ok() {
   env -u RDMAV_DRIVERS bash -c "source '$ENV_FILE' && '$(venv_python)' -c 'import torch, deep_ep; print(\"deep_ep\", deep_ep.__file__)'"
 }
+# The env file's GPU -> NIC mapping (what DeepEP with PR #466 uses) against the PCI topology in sysfs:
+# every GPU gets a NIC no farther than its nearest one, and no NIC serves two GPUs (troubleshooting
+# T10: every GPU on one NIC gives ~6.5 GB/s RDMA).
 mapping_ok() {
-  local m
+  local m entry gpu hca gpath d best h used=" " ok=0
+  local -a gpus
   m="$(bash -c "source '$ENV_FILE' && echo \"\$DEEP_EP_DEVICE_TO_HCA_MAPPING\"")"
-  [[ "$(tr ',' '\n' <<<"$m" | grep -c ":$HCA_PREFIX")" == "$EXPECTED_GPUS" ]]
+  mapfile -t gpus < <(gpu_pci_addresses)
+  [[ "$(tr ',' '\n' <<<"$m" | grep -c ":$HCA_PREFIX")" == "$EXPECTED_GPUS" ]] || {
+    echo "DEEP_EP_DEVICE_TO_HCA_MAPPING='$m' does not name $EXPECTED_GPUS GPUs"
+    return 1
+  }
+  for entry in ${m//,/ }; do
+    IFS=: read -r gpu hca _ <<<"$entry"
+    gpath="$(readlink -f "$SYS/sys/bus/pci/devices/${gpus[$gpu]}")"
+    d="$(pci_distance "$gpath" "$(readlink -f "$SYS/sys/class/infiniband/$hca/device")")"
+    best=999
+    for h in $(hca_names); do
+      h="$(pci_distance "$gpath" "$(readlink -f "$SYS/sys/class/infiniband/$h/device")")"
+      ((h < best)) && best=$h
+    done
+    if ((d > best)); then
+      echo "GPU $gpu (${gpus[$gpu]}) is mapped to $hca, $d PCI hops away; its nearest NIC is $best hops away"
+      ok=1
+    fi
+    if [[ $used == *" $hca "* ]]; then
+      echo "$hca serves more than one GPU (GPU $gpu too)"
+      ok=1
+    fi
+    used+="$hca "
+  done
+  return "$ok"
+}
+# The RDMA path DeepEP's internode and low-latency kernels use, on this node's own NICs: DeepEP's
+# low-latency test with NVLink off (NVSHMEM P2P disabled, so every token goes GPU -> NIC -> NIC -> GPU
+# over IBGDA; with NVLink on, one node's traffic never touches a NIC). It must finish within
+# RDMA_CHECK_TIMEOUT_S, every rank must report its bandwidth, and every NIC's transmit counter must move.
+RDMA_CHECK_TIMEOUT_S="${DEEPEP_RDMA_CHECK_TIMEOUT_S:-90}"
+RDMA_NOTE=""
+nic_tx() {
+  local h
+  for h in $(hca_names); do
+    echo "$h $(cat "$SYS/sys/class/infiniband/$h/ports/1/counters/port_xmit_data" 2>/dev/null || echo none)"
+  done
+}
+rdma_path_ok() {
+  local before after out rc t0=$SECONDS n figure idle
+  before="$(nic_tx)"
+  out="$(cd "$R/DeepEP" && env -u RDMAV_DRIVERS bash -c "source '$ENV_FILE' && exec timeout --kill-after=10 $RDMA_CHECK_TIMEOUT_S '$(venv_python)' tests/test_low_latency.py --num-processes $EXPECTED_GPUS --disable-nvlink" 2>&1)"
+  rc=$?
+  after="$(nic_tx)"
+  if ((rc != 0)); then
+    tail -n 15 <<<"$out"
+    echo "DeepEP's low-latency test with NVLink off exited $rc after $((SECONDS - t0)) s (124: over ${RDMA_CHECK_TIMEOUT_S}s)"
+    return 1
+  fi
+  n="$(grep -o 'Dispatch + combine bandwidth: [0-9.]* GB/s' <<<"$out" | wc -l)"
+  figure="$(grep -o 'Dispatch + combine bandwidth: [0-9.]* GB/s' <<<"$out" | awk '{ s += $(NF - 1) } END { if (NR) printf "%.1f", s / NR }')"
+  if ((n < EXPECTED_GPUS)); then
+    echo "only $n of $EXPECTED_GPUS ranks reported a bandwidth over RDMA"
+    return 1
+  fi
+  idle="$(join <(sort <<<"$before") <(sort <<<"$after") | awk '$2 == "none" || $3 == "none" || $3 <= $2 { printf "%s ", $1 }')"
+  if [[ -n $idle ]]; then
+    echo "no RDMA traffic counted on: $idle(port_xmit_data did not move)"
+    return 1
+  fi
+  RDMA_NOTE="RDMA path: DeepEP low-latency with NVLink off, $n ranks, mean $figure GB/s, $((SECONDS - t0)) s, traffic on every NIC"
+  echo "$RDMA_NOTE"
 }
 pr466_ok() { grep -q _setup_device_hca_mapping "$R/DeepEP/deep_ep/buffer.py"; }
 gdrdrv_ok() { [[ "$(lsmod)" =~ (^|$'\n')gdrdrv[[:space:]] && -c $SYS/dev/gdrdrv ]]; }
@@ -97,7 +162,10 @@ phase_run() {
   fi
   check "NVSHMEM has IBGDA" ibgda_ok
   check "import deep_ep with the env file" import_ok
-  if ((HAS_RDMA_NICS)); then check "DEEP_EP_DEVICE_TO_HCA_MAPPING maps $EXPECTED_GPUS GPUs" mapping_ok; fi
+  if ((HAS_RDMA_NICS)); then
+    check "DEEP_EP_DEVICE_TO_HCA_MAPPING gives each GPU its nearest NIC (PCI topology)" mapping_ok
+    check "RDMA through this node's NICs (DeepEP low-latency, NVLink off)" rdma_path_ok
+  fi
   if ((DEEPEP_PR466)); then check "DeepEP has PR #466" pr466_ok; fi
   if ((GDRCOPY_KERNEL_MODULE)); then check "gdrdrv loaded and /dev/gdrdrv present" gdrdrv_ok; fi
   if ((${#FAILED[@]})); then
@@ -106,5 +174,6 @@ phase_run() {
     local IFS=';'
     die "verify: ${#FAILED[@]} check(s) failed: ${FAILED[*]}"
   fi
+  [[ -n $RDMA_NOTE ]] && phase_note "$RDMA_NOTE"
   log "verify: every check passed"
 }
