@@ -953,6 +953,22 @@ def test_a_pinned_driver_gone_from_the_repository_names_the_newest_build(tmp_pat
     assert "the newest 580 build there is 580.126.09" in proc.stderr
 
 
+def test_a_driver_branch_takes_its_newest_build_and_locks_it(tmp_path: Path) -> None:
+    """nvidiaDriverVersion 580 follows the branch: the newest build the repository has when the phase runs."""
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(nvidiaDriverVersion="580"))
+    builds = {"STUB_DRIVER_BUILDS": "580.142.01-1ubuntu1 580.126.09-1ubuntu1 575.64.05-1ubuntu1"}
+    assert m.run(d, **builds).returncode == 75
+    prefs = (m.sys / "etc/apt/preferences.d/deepep-nvidia-driver").read_text()
+    assert "Pin: version 580.142.01-*" in prefs
+    assert (m.sys / "var/lib/stub/driver-installed").read_text().strip() == "580.142.01"
+    assert m.status()["phases"]["nvidia-driver"]["note"] == "branch 580: newest build 580.142.01, locked"
+    m.reboot()
+    # After the reboot the loaded 580.142.01 satisfies branch 580 (no reinstall, peer mapping accepts it).
+    done = m.run(d, **builds)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_verify_checks_the_gpu_to_nic_mapping_against_the_pci_topology(tmp_path: Path) -> None:
     """On field report R1's A4 pairing the env phase finds R1's mapping, and verify fails a mapping that
     puts every GPU on one NIC (troubleshooting T10) by the PCI distances, not by counting entries."""

@@ -90,7 +90,12 @@ KEYS: tuple[Key, ...] = (
     Key("sshViaIap", bool, True, "Allow SSH to nodes from Google's IAP range only."),
     # -- versions of the stack the installer puts on every node ------------------------------------
     Key("docaOfedVersion", str, "3.2.1", "DOCA-OFED version (turns rocep* HCAs into mlx5_*)."),
-    Key("nvidiaDriverVersion", str, "580.126.09", "NVIDIA open kernel driver version."),
+    Key(
+        "nvidiaDriverVersion",
+        str,
+        "580.126.09",
+        "NVIDIA open driver: a build (580.126.09) pins it; a branch (580) takes the branch's newest build at install.",
+    ),
     Key("cudaVersion", str, "12.9", "CUDA toolkit version (B200 needs 12.8 or newer)."),
     Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version."),
     Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag)."),

@@ -207,6 +207,9 @@ pci_distance() {
   echo $((${#a[@]} - i + ${#b[@]} - i))
 }
 
+# The loaded driver satisfies the stack: the same build, or any build of the branch nvidiaDriverVersion names.
+driver_matches() { [[ -n $1 && ($1 == "$NVIDIA_DRIVER_VERSION" || ($NVIDIA_DRIVER_VERSION != *.* && $1 == "$NVIDIA_DRIVER_VERSION".*)) ]]; }
+
 driver_params_have_peermapping() {
   grep -Eqi 'PeerMappingOverride=(1|0x0*1)' "$SYS/proc/driver/nvidia/params" 2>/dev/null
 }

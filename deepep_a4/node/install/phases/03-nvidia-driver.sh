@@ -64,38 +64,45 @@ DRIVER_PREFERENCES=/etc/apt/preferences.d/deepep-nvidia-driver
 lock_driver_version() {
   mkdir -p "$SYS/etc/apt/preferences.d"
   cat >"$SYS$DRIVER_PREFERENCES" <<PREF
-# deepep-a4: every NVIDIA driver package at $NVIDIA_DRIVER_VERSION (stack key nvidiaDriverVersion)
+# deepep-a4: every NVIDIA driver package at $1 (stack key nvidiaDriverVersion: $NVIDIA_DRIVER_VERSION)
 Package: nvidia-* libnvidia-* xserver-xorg-video-nvidia-*
-Pin: version $NVIDIA_DRIVER_VERSION-*
+Pin: version $1-*
 Pin-Priority: 1001
 PREF
 }
 
-# The pinned build must be in the repository; when it is gone, say which build of the branch is.
-require_driver_in_repo() {
+# driver_build MAJOR: the build to install. nvidiaDriverVersion names a build (580.126.09: exactly that,
+# or a failure naming the newest of its branch when the repository no longer has it) or only a branch
+# (580: the newest build of the branch in the repository when this phase runs; the lock then holds it).
+driver_build() {
   local major=$1 builds newest
   builds="$(apt-cache madison "nvidia-driver-$major-open" 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2 }')"
-  grep -q "^$NVIDIA_DRIVER_VERSION-" <<<"$builds" && return 0
   newest="$(cut -d- -f1 <<<"$builds" | sort -V | tail -n1)"
-  die "NVIDIA driver $NVIDIA_DRIVER_VERSION is not in the repository (nvidia-driver-$major-open); the newest $major build there is ${newest:-none}: set nvidiaDriverVersion to it"
+  if [[ $NVIDIA_DRIVER_VERSION != *.* ]]; then
+    [[ -n $newest ]] || die "the repository has no build of NVIDIA driver branch $major (nvidia-driver-$major-open)"
+    echo "$newest"
+    return 0
+  fi
+  grep -q "^$NVIDIA_DRIVER_VERSION-" <<<"$builds" && echo "$NVIDIA_DRIVER_VERSION" && return 0
+  die "NVIDIA driver $NVIDIA_DRIVER_VERSION is not in the repository (nvidia-driver-$major-open); the newest $major build there is ${newest:-none}: set nvidiaDriverVersion to it, or to $major to follow the branch"
 }
 
 phase_run() {
-  local have major
+  local have major build
   have="$(loaded_driver_version)"
   if ((!INSTALL_DRIVER)); then
     phase_skip "the platform installs the GPU driver (gkeGpuDriver); found ${have:-none loaded yet}"
   fi
-  if [[ $have == "$NVIDIA_DRIVER_VERSION" ]]; then
+  if driver_matches "$have"; then
     [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
     ensure_device_nodes
     phase_skip "driver $have already present"
   fi
-  [[ -n $have ]] && log "found driver $have; installing the pinned $NVIDIA_DRIVER_VERSION"
+  [[ -n $have ]] && log "found driver $have; installing the stack's $NVIDIA_DRIVER_VERSION"
   major="${NVIDIA_DRIVER_VERSION%%.*}"
   ensure_cuda_repo
-  require_driver_in_repo "$major"
-  lock_driver_version
+  build="$(driver_build "$major")"
+  lock_driver_version "$build"
   apt_get install "linux-headers-$(uname -r)" \
     "nvidia-driver-$major-open" "nvidia-dkms-$major-open" "nvidia-utils-$major" "libnvidia-compute-$major"
   # Unattended upgrades must not swap the driver under a running benchmark.
@@ -105,5 +112,6 @@ phase_run() {
   fi
   [[ $DEEPEP_TARGET == gke ]] && publish_for_gke_device_plugin
   ensure_device_nodes
-  log "NVIDIA open driver $NVIDIA_DRIVER_VERSION installed"
+  [[ $build == "$NVIDIA_DRIVER_VERSION" ]] || phase_note "branch $NVIDIA_DRIVER_VERSION: newest build $build, locked"
+  log "NVIDIA open driver $build installed"
 }

@@ -22,7 +22,7 @@ missing_live() {
   local loaded=""
   [[ -r $SYS/proc/driver/nvidia/version ]] &&
     loaded="$(grep -Eo 'Kernel Module( for x86_64)? +[0-9.]+' "$SYS/proc/driver/nvidia/version" | awk '{ print $NF }')"
-  if ((INSTALL_DRIVER)) && [[ $loaded != "$NVIDIA_DRIVER_VERSION" ]]; then
+  if ((INSTALL_DRIVER)) && ! driver_matches "$loaded"; then
     echo "the loaded NVIDIA driver is ${loaded:-none}, not $NVIDIA_DRIVER_VERSION"
   fi
   return 0
