@@ -31,15 +31,31 @@ class CapacityModel:
     price_column: str
     # A4 capacity is sold this way (on-demand A4 needs a quota grant: the policy pack warns).
     a4_capacity: bool
+    # GKE node pool reservation affinity when it differs from `reservation_affinity`: Google's gke-node-pool
+    # module refuses spot pools unless they say NO_RESERVATION (cluster-toolkit modules/compute/gke-node-pool).
+    gke_reservation_affinity: str = ""
+    # The capacity comes placed: an A4 reservation is a dense block, and Google's gke-a4 blueprint sets no
+    # placement policy on a reserved pool (cluster-toolkit examples/gke-a4), so `placement` adds none.
+    placed_by_capacity: bool = False
 
 
 MODELS: dict[str, CapacityModel] = {
     m.name: m
     for m in (
-        CapacityModel("spot", "SPOT", False, "", "spot", True, "", None, "spot", True),
+        CapacityModel("spot", "SPOT", False, "", "spot", True, "", None, "spot", True, "NO_RESERVATION"),
         # A4 is reserved through future reservations, whose VMs use the reservation-bound model.
         CapacityModel(
-            "reservation", "RESERVATION_BOUND", True, "SPECIFIC_RESERVATION", "", False, "", None, "reservation", True
+            "reservation",
+            "RESERVATION_BOUND",
+            True,
+            "SPECIFIC_RESERVATION",
+            "",
+            False,
+            "",
+            None,
+            "reservation",
+            True,
+            placed_by_capacity=True,
         ),
         # Flex-start (Dynamic Workload Scheduler) hands a VM out once: deleted at its end, never a reservation.
         CapacityModel(

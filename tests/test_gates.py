@@ -96,12 +96,6 @@ def test_schema_errors_are_found(doc: dict[str, Any], path: str, value: Any, exp
     assert any(expect in e for e in found), found
 
 
-def test_stack_minor_comes_from_the_stack() -> None:
-    gke = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-b200.yaml").read_text())["config"]["deepep-a4:gkeVersion"]
-    assert k8s_schemas.stack_minor("gke-b200") == ".".join(gke.split(".")[:2])
-    assert k8s_schemas.stack_minor("no-such-stack") == k8s_schemas.DEFAULT_MINOR
-
-
 def test_kept_crd_schemas_record_their_source() -> None:
     files = sorted((ROOT / "schemas" / "networking.gke.io").glob("*.json"))
     assert [f.name for f in files] == ["gkenetworkparamset-v1.json", "network-v1.json"]

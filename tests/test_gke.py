@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pytest
 
+from ci.gates import k8s_schemas
 from deepep_a4 import config
-from deepep_a4.program import gke_nodepool
+from deepep_a4.program import gke_cluster, gke_nodepool
 from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, one, plan, stack_config
 
@@ -24,6 +27,9 @@ NETWORK = "kubernetes:networking.gke.io/v1:Network"
 STACK = "gke-b200"
 PREFIX = "deepep-gke-b200"
 RDMA_NAMES = [f"{PREFIX}-rdma-{i}" for i in range(8)]
+# What the mocked engine-versions lookup offers in the REGULAR channel (plan_engine.MOCK_ENGINE_VERSIONS).
+MOCK_REGULAR = plan_engine.MOCK_ENGINE_VERSIONS["releaseChannelDefaultVersion"]["REGULAR"]
+NODE_SA = f"{PREFIX}-nodes@deepep-a4-demo.iam.gserviceaccount.com"
 SECRET_SIG_KEY, SECRET_SIG_VALUE = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
@@ -72,39 +78,194 @@ def test_cluster_nodes_are_private_with_the_configured_master_range(gke_plan: pl
     private = cluster_of(gke_plan)["privateClusterConfig"]
     assert private["enablePrivateNodes"] is True
     assert private["masterIpv4CidrBlock"] == "172.16.0.0/28"
-    assert private["enablePrivateEndpoint"] is False  # gkePublicEndpoint defaults to true
+    assert private["enablePrivateEndpoint"] is True  # no public IP endpoint unless gkePublicEndpoint
 
 
-def test_private_endpoint_and_authorized_networks_from_config() -> None:
-    result = plan(STACK, gkePublicEndpoint=False, masterCidr="172.31.0.16/28", gkeAuthorizedNetworks=["10.200.0.0/24"])
+def test_control_plane_is_reached_through_the_dns_endpoint_by_default(gke_plan: plan_engine.PlanResult) -> None:
+    c = cluster_of(gke_plan)
+    assert c["controlPlaneEndpointsConfig"] == {
+        "dnsEndpointConfig": {"allowExternalTraffic": True},
+        "ipEndpointsConfig": {"enabled": True},  # the private IP endpoint, for the nodes
+    }
+    # Authorized networks on, with no entry: nothing but the VPC reaches the IP endpoints.
+    assert c["masterAuthorizedNetworksConfig"] == {"cidrBlocks": []}
+    assert gke_plan.outputs["getCredentials"].endswith(" --dns-endpoint")
+    assert config.KEYS_BY_NAME["gkeDnsEndpoint"].default is True
+    assert config.KEYS_BY_NAME["gkePublicEndpoint"].default is False
+
+
+def test_private_endpoint_only_and_authorized_networks_from_config() -> None:
+    result = plan(
+        STACK,
+        gkeDnsEndpoint=False,
+        gkePublicEndpoint=False,
+        masterCidr="172.31.0.16/28",
+        gkeAuthorizedNetworks=["10.200.0.0/24"],
+    )
     c = cluster_of(result)
     assert c["privateClusterConfig"]["enablePrivateEndpoint"] is True
     assert c["privateClusterConfig"]["masterIpv4CidrBlock"] == "172.31.0.16/28"
+    assert c["controlPlaneEndpointsConfig"]["dnsEndpointConfig"] == {"allowExternalTraffic": False}
     assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["10.200.0.0/24"]
     assert result.outputs["getCredentials"].endswith(" --internal-ip")
 
 
-def test_no_authorized_networks_block_without_entries(gke_plan: plan_engine.PlanResult) -> None:
-    assert "masterAuthorizedNetworksConfig" not in cluster_of(gke_plan)
+def test_public_ip_endpoint_only_with_authorized_networks() -> None:
+    result = plan(STACK, gkeDnsEndpoint=False, gkePublicEndpoint=True, gkeAuthorizedNetworks=["203.0.113.0/24"])
+    c = cluster_of(result)
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["203.0.113.0/24"]
+    kubeconfig = json.loads(one(result, K8S_PROVIDER)["inputs"]["kubeconfig"]["value"])
+    # An IP endpoint is served with the cluster's own CA.
+    assert kubeconfig["clusters"][0]["cluster"] == {
+        "server": "https://203.0.113.10",
+        "certificate-authority-data": plan_engine.MOCK_CA_CERT,
+    }
+    assert not result.outputs["getCredentials"].endswith(("--internal-ip", "--dns-endpoint"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "fragment"),
+    [
+        ({"gkePublicEndpoint": True}, "gkePublicEndpoint", "needs gkeAuthorizedNetworks"),
+        ({"gkeVersion": "1.32.3-gke.1927000"}, "gkeVersion", "1.32.4-gke.1236000 or later"),
+        ({"gkeVersion": "1.32"}, "gkeVersion", "1.32.4-gke.1236000 or later"),
+        ({"gkeVersion": "latest"}, "gkeVersion", "GKE version such as"),
+    ],
+)
+def test_unsafe_endpoint_and_old_versions_are_refused(raw: dict[str, Any], key: str, fragment: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.parse(plan_engine.project_keys(stack_config(STACK, **raw)), STACK)
+    assert [p.key for p in err.value.problems] == [key] and fragment in err.value.problems[0].allowed, err.value
+
+
+def test_pins_at_or_above_the_a4_minimum_are_accepted() -> None:
+    for version in ("1.32.4-gke.1236000", "1.33", "1.35.8-gke.1180000"):
+        cfg = config.parse(plan_engine.project_keys(stack_config(STACK, gkeVersion=version)), STACK)
+        assert cfg.gke.version == version
 
 
 def test_workload_identity_pool_of_the_project(gke_plan: plan_engine.PlanResult) -> None:
     assert cluster_of(gke_plan)["workloadIdentityConfig"] == {"workloadPool": "deepep-a4-demo.svc.id.goog"}
 
 
-def test_pinned_version_of_the_seed_without_a_channel(gke_plan: plan_engine.PlanResult) -> None:
+# -- the version: chosen once at deploy from the channel, never below A4's minimum ------------------------
+
+
+def test_stack_pins_no_version_and_follows_the_regular_channel(gke_plan: plan_engine.PlanResult) -> None:
+    assert "deepep-a4:gkeVersion" not in stack_config(STACK)
     c = cluster_of(gke_plan)
-    assert c["minMasterVersion"] == "1.33.5-gke.1162000"
-    assert c["releaseChannel"] == {"channel": "UNSPECIFIED"}
-    assert a4_pool_of(gke_plan)["version"] == "1.33.5-gke.1162000"
+    assert c["releaseChannel"] == {"channel": "REGULAR"}
+    # The mocked lookup's REGULAR default, for the control plane and (through its masterVersion) the A4 pool.
+    assert c["minMasterVersion"] == MOCK_REGULAR
+    assert a4_pool_of(gke_plan)["version"] == MOCK_REGULAR
+    assert gke_plan.outputs["gkeVersion"] == MOCK_REGULAR
 
 
-def test_empty_version_follows_the_release_channel() -> None:
-    result = plan(STACK, gkeVersion="", gkeReleaseChannel="RAPID")
+def test_the_chosen_version_is_kept_by_later_updates(gke_plan: plan_engine.PlanResult) -> None:
+    """A later `pulumi up` whose lookup moved must not upgrade: the version properties are ignored on update."""
+    cluster = one(gke_plan, CLUSTER)
+    assert cluster["ignoreChanges"] == ["minMasterVersion", "nodeConfig"]
+    assert one(gke_plan, NODE_POOL, "gke-a4")["ignoreChanges"] == ["version"]
+
+
+def test_another_channel_takes_that_channels_default() -> None:
+    result = plan(STACK, gkeReleaseChannel="RAPID")
+    assert cluster_of(result)["releaseChannel"] == {"channel": "RAPID"}
+    assert (
+        cluster_of(result)["minMasterVersion"]
+        == plan_engine.MOCK_ENGINE_VERSIONS["releaseChannelDefaultVersion"]["RAPID"]
+    )
+
+
+def test_an_explicit_gke_version_still_pins() -> None:
+    result = plan(STACK, gkeVersion="1.35.8-gke.1180000", gkeReleaseChannel="STABLE")
+    assert cluster_of(result)["minMasterVersion"] == "1.35.8-gke.1180000"
+    assert a4_pool_of(result)["version"] == "1.35.8-gke.1180000"
+
+
+def offered(defaults: dict[str, str], latest: dict[str, str], default: str = "", newest: str = "") -> Any:
+    return gcp.container.GetEngineVersionsResult(
+        default_cluster_version=default,
+        latest_master_version=newest,
+        release_channel_default_version=defaults,
+        release_channel_latest_version=latest,
+        valid_master_versions=[],
+        valid_node_versions=[],
+    )
+
+
+def test_choose_version_prefers_the_channel_default_then_its_newest() -> None:
+    both = offered({"REGULAR": "1.36.4-gke.1221000"}, {"REGULAR": "1.37.2-gke.1139000"})
+    assert gke_cluster.choose_version("REGULAR", "asia-southeast1", both) == "1.36.4-gke.1221000"
+    old_default = offered({"REGULAR": "1.32.2-gke.1000"}, {"REGULAR": "1.32.4-gke.1236000"})
+    assert gke_cluster.choose_version("REGULAR", "asia-southeast1", old_default) == "1.32.4-gke.1236000"
+    no_channel = offered({}, {}, default="1.35.8-gke.1180000", newest="1.37.3-gke.1078000")
+    assert gke_cluster.choose_version("UNSPECIFIED", "asia-southeast1", no_channel) == "1.35.8-gke.1180000"
+
+
+def test_choose_version_fails_in_one_line_when_the_channel_is_below_the_a4_minimum() -> None:
+    too_old = offered({"STABLE": "1.31.9-gke.1"}, {"STABLE": "1.32.3-gke.1927000"})
+    with pytest.raises(pulumi.RunError) as err:
+        gke_cluster.choose_version("STABLE", "asia-southeast1", too_old)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "gkeReleaseChannel" in message and "1.32.3-gke.1927000" in message and "1.32.4-gke.1236000" in message
+
+
+def test_the_program_refuses_a_channel_below_the_a4_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    old = {**plan_engine.MOCK_ENGINE_VERSIONS, "releaseChannelDefaultVersion": {"REGULAR": "1.31.9-gke.1"}}
+    old["releaseChannelLatestVersion"] = {"REGULAR": "1.32.3-gke.1927000"}
+    monkeypatch.setattr(plan_engine, "MOCK_ENGINE_VERSIONS", old)
+    with pytest.raises(Exception, match=re.escape("below A4's minimum 1.32.4-gke.1236000")):
+        plan(STACK)
+
+
+def test_schema_gate_validates_against_the_chosen_minor(gke_plan: plan_engine.PlanResult, tmp_path) -> None:
+    (tmp_path / "plan.json").write_text(json.dumps({"resources": gke_plan.resources}))
+    assert k8s_schemas.plan_minor(tmp_path) == ".".join(MOCK_REGULAR.split(".")[:2])
+    (tmp_path / "plan.json").write_text(json.dumps({"resources": []}))
+    assert k8s_schemas.plan_minor(tmp_path) is None
+
+
+# -- upgrades: held back while the A4 nodes run --------------------------------------------------------------
+
+
+def test_node_upgrades_wait_for_the_end_of_support_as_googles_a4_blueprint(gke_plan: plan_engine.PlanResult) -> None:
+    policy = cluster_of(gke_plan)["maintenancePolicy"]
+    assert policy["maintenanceExclusions"] == [
+        {
+            "exclusionName": "no-minor-or-node-upgrades-indefinite",
+            "startTime": "2025-12-01T00:00:00Z",
+            "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES", "endTimeBehavior": "UNTIL_END_OF_SUPPORT"},
+        }
+    ]
+    assert policy["dailyMaintenanceWindow"] == {"startTime": "09:00"}
+    # With a channel GKE keeps node auto-upgrade on; the exclusion holds it back.
+    assert a4_pool_of(gke_plan)["management"] == {"autoUpgrade": True, "autoRepair": True}
+
+
+def test_without_a_channel_the_a4_pool_turns_auto_upgrade_off() -> None:
+    result = plan(STACK, gkeReleaseChannel="UNSPECIFIED")
     c = cluster_of(result)
-    assert c["releaseChannel"] == {"channel": "RAPID"}
-    assert "minMasterVersion" not in c
-    assert "version" not in a4_pool_of(result)
+    assert "maintenancePolicy" not in c  # the exclusion scope needs a channel
+    assert c["minMasterVersion"] == plan_engine.MOCK_ENGINE_VERSIONS["defaultClusterVersion"]
+    assert a4_pool_of(result)["management"] == {"autoUpgrade": False, "autoRepair": True}
+
+
+def test_upgrades_replace_one_node_without_a_surge_node(gke_plan: plan_engine.PlanResult) -> None:
+    assert a4_pool_of(gke_plan)["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_the_cluster_waits_for_the_node_account_and_its_roles(gke_plan: plan_engine.PlanResult) -> None:
+    depends = one(gke_plan, CLUSTER)["dependsOn"]
+    assert {"gke-nodes-container.defaultNodeServiceAccount", "gke-nodes-artifactregistry.reader"} <= set(depends)
+
+
+def test_the_a4_pool_waits_for_the_nat_and_the_store_grants(gke_plan: plan_engine.PlanResult) -> None:
+    depends = set(one(gke_plan, NODE_POOL, "gke-a4")["dependsOn"])
+    assert {"a4-nat", "gke-nodes-container.defaultNodeServiceAccount"} <= depends
+    assert any(d.startswith("store-") for d in depends)
 
 
 def test_default_node_pool_is_removed(gke_plan: plan_engine.PlanResult) -> None:
@@ -113,6 +274,15 @@ def test_default_node_pool_is_removed(gke_plan: plan_engine.PlanResult) -> None:
     assert c["initialNodeCount"] == 1
     assert c["location"] == "asia-southeast1"
     assert c["name"] == f"{PREFIX}-gke"
+
+
+def test_the_temporary_default_pool_runs_as_the_node_account(gke_plan: plan_engine.PlanResult) -> None:
+    """Not the Compute Engine default account, which some projects disable (cluster creation would fail)."""
+    node = cluster_of(gke_plan)["nodeConfig"]
+    assert node["serviceAccount"] == NODE_SA
+    assert node["oauthScopes"] == list(gke_nodepool.NODE_SCOPES)
+    assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+    assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
 
 
 def test_deletion_protection_is_off_by_default() -> None:
@@ -144,14 +314,16 @@ SEED_FLAGS: dict[str, tuple[str, Any]] = {
     "--node-locations": ("nodeLocations", ["asia-southeast1-b"]),
     "--region": ("location", "asia-southeast1"),
     "--cluster": ("cluster", f"{PREFIX}-gke"),
-    "--node-version": ("version", "1.33.5-gke.1162000"),
+    # R2 pinned 1.33.5-gke.1162000, which GKE no longer creates: the version now comes from the channel.
+    "--node-version": ("version", MOCK_REGULAR),
     "--spot": ("nodeConfig.spot", True),
     "--num-nodes": ("nodeCount", 2),
     "--enable-private-nodes": ("networkConfig.enablePrivateNodes", True),
     "--enable-autoupgrade": ("management.autoUpgrade", True),
     "--enable-autorepair": ("management.autoRepair", True),
-    "--max-surge-upgrade": ("upgradeSettings.maxSurge", 1),
-    "--max-unavailable-upgrade": ("upgradeSettings.maxUnavailable", 0),
+    # R2 ran surge 1 / unavailable 0; Google's GPU pool default is 0 / 1 (no extra spot A4 in the placement).
+    "--max-surge-upgrade": ("upgradeSettings.maxSurge", 0),
+    "--max-unavailable-upgrade": ("upgradeSettings.maxUnavailable", 1),
     "--shielded-integrity-monitoring": ("nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", True),
     "--no-shielded-secure-boot": ("nodeConfig.shieldedInstanceConfig.enableSecureBoot", False),
     "--placement-type=COMPACT": ("placementPolicy.type", "COMPACT"),
@@ -164,9 +336,10 @@ SEED_FLAGS: dict[str, tuple[str, Any]] = {
         "nodeConfig.taints",
         [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
     ),
-    "least-privilege account (not --scopes on the default one)": (
-        "nodeConfig.serviceAccount",
-        "deepep-gke-b200-nodes@deepep-a4-demo.iam.gserviceaccount.com",
+    "least-privilege account (not --scopes on the default one)": ("nodeConfig.serviceAccount", NODE_SA),
+    "spot never consumes a reservation (Google's gke-node-pool requires it)": (
+        "nodeConfig.reservationAffinity",
+        {"consumeReservationType": "NO_RESERVATION"},
     ),
 }
 
@@ -208,13 +381,15 @@ CAPACITY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {
             "nodeConfig.spot": True,
             "nodeConfig.flexStart": None,
-            "nodeConfig.reservationAffinity": None,
+            "nodeConfig.reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
             "nodeCount": 2,
             "autoscaling": None,
             "management.autoRepair": True,
+            "placementPolicy": {"type": "COMPACT"},
         },
     ),
     "reservation": (
+        # placement stays compact (the default): the reservation's dense block places the nodes, no policy.
         {"reservationName": "a4-res-1", "ttl": "off"},
         {
             "nodeConfig.spot": None,
@@ -225,6 +400,7 @@ CAPACITY: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             },
             "nodeConfig.maxRunDuration": None,
             "nodeCount": 2,
+            "placementPolicy": None,
         },
     ),
     "flex-start": (
@@ -295,17 +471,18 @@ def test_bad_gke_combinations_are_refused_by_the_config_model(raw: dict[str, Any
 # -- identity and the system pool -------------------------------------------------------------------
 
 
-def test_nodes_have_a_dedicated_account_with_exactly_three_roles(gke_plan: plan_engine.PlanResult) -> None:
+def test_nodes_have_a_dedicated_account_with_googles_node_role_and_image_pulls(
+    gke_plan: plan_engine.PlanResult,
+) -> None:
     account = one(gke_plan, ACCOUNT)["inputs"]
     assert account["accountId"] == "deepep-gke-b200-nodes"
     grants = of_type(gke_plan, IAM_MEMBER)
     assert sorted(g["inputs"]["role"] for g in grants) == [
         "roles/artifactregistry.reader",
-        "roles/logging.logWriter",
-        "roles/monitoring.metricWriter",
+        "roles/container.defaultNodeServiceAccount",  # GKE's documented minimum for a node account
     ]
     for g in grants:
-        assert g["inputs"]["member"] == "serviceAccount:deepep-gke-b200-nodes@deepep-a4-demo.iam.gserviceaccount.com"
+        assert g["inputs"]["member"] == f"serviceAccount:{NODE_SA}"
         assert g["inputs"]["project"] == "deepep-a4-demo"
 
 
@@ -356,14 +533,15 @@ def test_the_provider_check_catches_a_resource_on_the_default_provider() -> None
     assert k8s_without_explicit_provider(result, "gke-k8s") == ["stray"]
 
 
-def test_kubeconfig_uses_the_auth_plugin_and_the_cluster_endpoint(gke_plan: plan_engine.PlanResult) -> None:
+def test_kubeconfig_uses_the_auth_plugin_and_the_dns_endpoint(gke_plan: plan_engine.PlanResult) -> None:
     wrapped = one(gke_plan, K8S_PROVIDER)["inputs"]["kubeconfig"]
     # Pulumi's wire form of a secret: the provider receives (and the state stores) it encrypted.
     assert wrapped[SECRET_SIG_KEY] == SECRET_SIG_VALUE
     kubeconfig = json.loads(wrapped["value"])
     cluster = kubeconfig["clusters"][0]["cluster"]
-    assert cluster["server"] == "https://203.0.113.10"
-    assert cluster["certificate-authority-data"] == plan_engine.MOCK_CA_CERT
+    # The DNS endpoint the mocked cluster reports; its certificate is public, so no cluster CA (it would fail TLS).
+    assert re.fullmatch(r"https://gke-[0-9a-f]{32}-123456789012\.asia-southeast1\.gke\.goog", cluster["server"])
+    assert "certificate-authority-data" not in cluster
     user = kubeconfig["users"][0]["user"]
     assert user["exec"]["command"] == "gke-gcloud-auth-plugin"
     assert "token" not in user and "client-key-data" not in user
@@ -377,6 +555,7 @@ def test_outputs_name_the_cluster_pool_and_keep_the_kubeconfig_secret(gke_plan: 
     assert out["nodePool"] == "a4-highgpu-8g"
     assert out["getCredentials"] == (
         f"gcloud container clusters get-credentials {PREFIX}-gke --location asia-southeast1 --project deepep-a4-demo"
+        " --dns-endpoint"
     )
     assert out["kubeconfig"] == "[secret]"
 

@@ -113,7 +113,11 @@ def build(network_names: list[str] | None = RDMA, **overrides: Any) -> Built:
     def program() -> Any:
         provider = k8s.Provider("test-k8s", kubeconfig="{}")
         pool = pulumi.CustomResource("test:index:NodePool", "test-pool", {})
-        out = gke_workloads.build_gke_workloads(cfg, provider, node_pool=pool, network_names=network_names)
+        # Stand-ins for the multi-network objects (gke_multinetwork.py) the Jobs must outlive on destroy.
+        nets = [pulumi.CustomResource("test:index:Network", f"test-net-{i}", {}) for i in range(2)]
+        out = gke_workloads.build_gke_workloads(
+            cfg, provider, node_pool=pool, network_names=network_names, networks=nets
+        )
         return pulumi.Output.from_input(out).apply(outputs.update)
 
     program()
@@ -589,6 +593,16 @@ def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> 
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
         assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [gke_objects.RUNNER_USAGE_EXIT]
         assert spec["activeDeadlineSeconds"] > 2 * host.cfg.benchmarks.timeout_minutes * 60
+
+
+def test_jobs_depend_on_the_multi_network_objects_so_destroy_deletes_them_first(host: Built, multi: Built) -> None:
+    for built in (host, multi):
+        nets = [r.urn for r in built.of("test:index:Network")]
+        assert len(nets) == 2
+        for j in built.of(JOB):
+            assert set(nets) <= set(j.deps), j.name
+        # Only the Jobs: the installer does not wait for (nor outlive) the networks.
+        assert not set(nets) & set(built.one(DS).deps)
 
 
 def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host: Built) -> None:

@@ -400,3 +400,34 @@ cat "$R/nvshmem/who"
     assert "waiting" in waited and "after waiting" in waited
     # Both nodes end with the builder's bytes.
     assert outs[0][0].strip().splitlines()[-1] == outs[1][0].strip().splitlines()[-1]
+
+
+def test_deepep_ran_through_the_environment_the_hardware_test_installed() -> None:
+    """2 x H200: NVSHMEM 3.5.1 from source and DeepEP 29d31c0 built by the installer, tests run through its
+    env file (logs as recorded); the parser the benchmarks use reads them as passed, with their figures."""
+    from deepep_a4.node.bench import parse as bench_parse
+
+    expect = bench_parse.Expect(2, 1)
+    [intra] = bench_parse.parse_log((HW / "h200x2_test_intranode.log").read_text(), "intranode", expect)
+    [ll] = bench_parse.parse_log((HW / "h200x2_test_low_latency.log").read_text(), "low-latency", expect)
+    assert intra.passed and ll.passed
+    assert intra.summary["values"] == {
+        "combine_nvl_bw": 292.3,
+        "dispatch_BF16_nvl_bw": 340.14,
+        "dispatch_FP8_nvl_bw": 247.36,
+    }
+    assert ll.summary["values"]["dispatch+combine_bw_mean"] == 309.42
+    # The same machine with the A4 env (IBGDA remote transport, NVSHMEM_DISABLE_CUDA_VMM=1) and no NICs:
+    # the buffer cannot be set up; the hardware test's env therefore names no remote transport.
+    [broken] = bench_parse.parse_log(
+        (HW / "h200x2_test_low_latency_ibgda_env_without_nics.log").read_text(), "low-latency", expect
+    )
+    assert not broken.passed
+    status = json.loads((HW / "hwtest-3.5.1-h200x2.status.json").read_text())
+    assert status["ready"] and "built and published" in status["phases"]["nvshmem"]["note"]
+
+
+def test_without_nics_the_env_file_names_no_remote_transport(tmp_path: Path) -> None:
+    files = installer.render_profile(cfg_of(), hwtest.profile("3.5.1", "v1.2.1", "13.0", "90", "/opt/x", "python3"))
+    env_phase = files[payload.phase_script("env")]
+    assert "export NVSHMEM_REMOTE_TRANSPORT=none" in env_phase and "if ((!HAS_RDMA_NICS)); then" in env_phase

@@ -141,10 +141,27 @@ def test_kubernetes_objects_go_through_the_clusters_provider(registered: tuple[s
     assert len(clusters) == 1
     for r in k8s:
         assert r["provider"] in providers, f"{r['name']} uses {r['provider']!r}, not the cluster's provider"
-    # The provider is built from the cluster's endpoint: it depends on the cluster, so destroy removes
-    # every object through it before the cluster goes (the mocks give the endpoint 203.0.113.10).
+    # The provider is built from the cluster's (DNS) endpoint: it depends on the cluster, so destroy removes
+    # every object through it before the cluster goes (the mocks give a <hash>.<region>.gke.goog endpoint).
     for provider in providers.values():
-        assert "203.0.113.10" in json.dumps(provider["inputs"])
+        assert ".gke.goog" in json.dumps(provider["inputs"])
+        assert clusters[0]["name"] in provider["dependsOn"]
+
+
+@pytest.mark.parametrize("pod_networking", ["multiNetwork", "hostNetwork"])
+def test_benchmark_jobs_are_deleted_before_the_networks_their_pods_attach_to(pod_networking: str) -> None:
+    """Destroy deletes a resource before what it depends on: every Job depends on every multi-network object."""
+    result, _ = plan_engine.run_program("gke-b200", stack_config("gke-b200", podNetworking=pod_networking))
+    networks = {
+        r["name"]
+        for r in result.resources
+        if r["type"]
+        in ("kubernetes:networking.gke.io/v1:Network", "kubernetes:networking.gke.io/v1:GKENetworkParamSet")
+    }
+    jobs = [r for r in result.resources if r["type"] == "kubernetes:batch/v1:Job"]
+    assert len(networks) == 18 and jobs
+    for job in jobs:
+        assert networks <= set(job["dependsOn"]), job["name"]
 
 
 def test_a_protected_resource_would_be_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,9 +2,10 @@
 
     python ci/gates/k8s_schemas.py build/plan/STACK [build/plan/OTHER ...]
 
-For each plan folder it reads the stack's Kubernetes minor (`gkeVersion` of stacks/Pulumi.STACK.yaml;
-DEFAULT_MINOR when the stack follows a release channel) and validates every document of
-`files/k8s/*.yaml` strictly (unknown fields are errors, as the API server's strict field validation
+For each plan folder it takes the Kubernetes minor the plan's cluster gets (its `minMasterVersion` in
+plan.json: a pinned `gkeVersion`, or the version the deploy chooses from the release channel, which the
+offline plan mocks: deepep_a4/tools/plan_engine.py) and validates every document of `files/k8s/*.yaml`
+strictly (unknown fields are errors, as the API server's strict field validation
 makes them): built-in kinds against the schemas kubernetes-validate ships for that minor, the GKE
 networking custom resources against schemas/networking.gke.io/*.json (their source is in each
 file's `$comment`). A kind with no schema is an error, never a skip. Exit 1 on any problem.
@@ -24,11 +25,9 @@ import yaml
 from kubernetes_validate.utils import ValidationError as KvValidationError
 from referencing import Registry, Resource
 
-from deepep_a4.config import stackfile
-
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
-DEFAULT_MINOR = "1.33"  # GKE Regular channel's default minor when this was written
+CLUSTER_TYPE = "gcp:container/cluster:Cluster"
 
 
 @dataclass(frozen=True)
@@ -41,15 +40,18 @@ class Problem:
         return f"{self.file}: {self.doc}: {self.message}"
 
 
-def stack_minor(stack: str) -> str:
-    """The Kubernetes minor the stack targets, e.g. '1.33' for gkeVersion 1.33.5-gke.1162000."""
-    try:
-        values = stackfile.read(stack, ROOT)
-    except stackfile.StackFileError:
-        values = {}
-    version = str(values.get("deepep-a4:gkeVersion") or "")
+def plan_minor(plan_dir: Path) -> str | None:
+    """The Kubernetes minor of the plan's GKE cluster, e.g. '1.36' for minMasterVersion 1.36.4-gke.1221000;
+    None when the plan has no cluster (a GCE stack). A cluster without a version is an error, never a guess."""
+    doc = json.loads((plan_dir / "plan.json").read_text())
+    clusters = [r for r in doc.get("resources", []) if r.get("type") == CLUSTER_TYPE]
+    if not clusters:
+        return None
+    version = str(clusters[0].get("inputs", {}).get("minMasterVersion") or "")
     parts = version.split(".")
-    return f"{parts[0]}.{parts[1]}" if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else DEFAULT_MINOR
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        raise SystemExit(f"{plan_dir}: the GKE cluster's minMasterVersion {version!r} names no Kubernetes minor")
+    return f"{parts[0]}.{parts[1]}"
 
 
 def _definitions(minor: str) -> Resource:
@@ -93,13 +95,16 @@ def validate_doc(doc: dict[str, Any], minor: str, definitions: Resource) -> list
     return []
 
 
-def validate_plan(plan_dir: Path) -> tuple[int, list[Problem]]:
-    """(documents checked, problems) for one plan folder."""
-    stack = plan_dir.name
-    minor = stack_minor(stack)
+def validate_plan(plan_dir: Path) -> tuple[str | None, int, list[Problem]]:
+    """(Kubernetes minor, documents checked, problems) for one plan folder."""
+    minor = plan_minor(plan_dir)
+    manifests = sorted((plan_dir / "files" / "k8s").glob("*.yaml"))
+    if minor is None:
+        rel = str(plan_dir)
+        return None, 0, [Problem(rel, "-", "Kubernetes manifests but no GKE cluster in plan.json")] if manifests else []
     definitions = _definitions(minor)
     count, problems = 0, []
-    for path in sorted((plan_dir / "files" / "k8s").glob("*.yaml")):
+    for path in manifests:
         rel = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         try:
             docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
@@ -110,7 +115,7 @@ def validate_plan(plan_dir: Path) -> tuple[int, list[Problem]]:
             count += 1
             name = f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}"
             problems += [Problem(rel, name, msg) for msg in validate_doc(doc, minor, definitions)]
-    return count, problems
+    return minor, count, problems
 
 
 def main(argv: list[str]) -> int:
@@ -123,8 +128,9 @@ def main(argv: list[str]) -> int:
         if not plan_dir.is_dir():
             failed.append(Problem(arg, "-", "no such plan folder"))
             continue
-        count, problems = validate_plan(plan_dir)
-        print(f"{plan_dir.name}: Kubernetes {stack_minor(plan_dir.name)}, {count} manifests, {len(problems)} problems")
+        minor, count, problems = validate_plan(plan_dir)
+        where = f"Kubernetes {minor}" if minor else "no GKE cluster"
+        print(f"{plan_dir.name}: {where}, {count} manifests, {len(problems)} problems")
         total += count
         failed += problems
     for p in failed:

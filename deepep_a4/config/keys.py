@@ -29,6 +29,9 @@ BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
 
 # Google documents at most 150 VMs per compact placement policy.
 COMPACT_PLACEMENT_MAX_NODES = 150
+# The oldest GKE version that runs A4 (a4-highgpu-8g) nodes (issue 18): a pinned gkeVersion and the version
+# chosen from the channel at deploy are never below it.
+GKE_MIN_VERSION = "1.32.4-gke.1236000"
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
@@ -131,10 +134,33 @@ KEYS: tuple[Key, ...] = (
     Key("hcaPrefix", str, "mlx5", "NVSHMEM_HCA_PREFIX (mlx5 with DOCA-OFED, rocep without).", HCA_PREFIXES),
     Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),
     # -- GKE ---------------------------------------------------------------------------------------
-    Key("gkeVersion", str, "", "Pinned GKE version (e.g. 1.33.5-gke.1162000); empty follows the channel."),
-    Key("gkeReleaseChannel", str, "REGULAR", "GKE release channel.", RELEASE_CHANNELS),
-    Key("gkePublicEndpoint", bool, True, "Keep the control plane's public endpoint (with authorized networks)."),
-    Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public endpoint."),
+    Key(
+        "gkeVersion",
+        str,
+        "",
+        f"Pinned GKE version (at least {GKE_MIN_VERSION}); empty takes the channel's default at the first deploy "
+        "and keeps it.",
+    ),
+    Key(
+        "gkeReleaseChannel",
+        str,
+        "REGULAR",
+        "GKE release channel; with one, node upgrades wait for the minor's end of support (maintenance exclusion).",
+        RELEASE_CHANNELS,
+    ),
+    Key(
+        "gkeDnsEndpoint",
+        bool,
+        True,
+        "Reach the control plane through GKE's DNS-based endpoint, authorized by IAM (pulumi and kubectl use it).",
+    ),
+    Key(
+        "gkePublicEndpoint",
+        bool,
+        False,
+        "Also open the control plane's public IP endpoint (needs gkeAuthorizedNetworks); off: private IP only.",
+    ),
+    Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public IP endpoint."),
     Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
     Key(
         "gkeGpuDriver",

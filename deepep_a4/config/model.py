@@ -64,6 +64,7 @@ class InstallerOptions:
 class GkeOptions:
     version: str
     release_channel: str
+    dns_endpoint: bool
     public_endpoint: bool
     authorized_networks: tuple[str, ...]
     deletion_protection: bool

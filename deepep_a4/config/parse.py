@@ -133,6 +133,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         gke=model.GkeOptions(
             version=v["gkeVersion"],
             release_channel=v["gkeReleaseChannel"],
+            dns_endpoint=v["gkeDnsEndpoint"],
             public_endpoint=v["gkePublicEndpoint"],
             authorized_networks=tuple(v["gkeAuthorizedNetworks"]),
             deletion_protection=v["gkeDeletionProtection"],

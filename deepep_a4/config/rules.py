@@ -10,7 +10,13 @@ import re
 from typing import Any
 
 from deepep_a4 import provisioning, upstream
-from deepep_a4.config.keys import BENCHMARK_TESTS, COMPACT_PLACEMENT_MAX_NODES, MACHINE_SHAPES, Problem
+from deepep_a4.config.keys import (
+    BENCHMARK_TESTS,
+    COMPACT_PLACEMENT_MAX_NODES,
+    GKE_MIN_VERSION,
+    MACHINE_SHAPES,
+    Problem,
+)
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -25,6 +31,13 @@ _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
 GCE_FIRST_HOST_OFFSET = 10
 _TTL_MAX_SECONDS = 120 * 24 * 3600
+
+
+def gke_version_key(version: str) -> tuple[int, ...]:
+    """'1.33.5-gke.1162000' -> (1, 33, 5, 1162000); a prefix such as '1.33' -> (1, 33). Raises ValueError."""
+    if not _GKE_VERSION_RE.match(version):
+        raise ValueError(version)
+    return tuple(int(p) for p in re.split(r"[.]|-gke[.]", version))
 
 
 def parse_ttl(text: str) -> int | None:
@@ -151,6 +164,15 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
                 problems.append(
                     Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
                 )
+    if v["platform"] == "gke" and v["gkePublicEndpoint"] and not v["gkeAuthorizedNetworks"]:
+        # A public IP endpoint without authorized networks accepts connections from any address (issue 18).
+        problems.append(
+            Problem(
+                "gkePublicEndpoint",
+                True,
+                "a public IP endpoint needs gkeAuthorizedNetworks (your CIDRs); or leave it off and use gkeDnsEndpoint",
+            )
+        )
 
 
 def check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
@@ -204,6 +226,16 @@ def check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty")
         )
+    elif v["gkeVersion"] and _below_gke_minimum(v["gkeVersion"]):
+        problems.append(
+            Problem("gkeVersion", v["gkeVersion"], f"A4 nodes need GKE {GKE_MIN_VERSION} or later (or empty)")
+        )
+
+
+def _below_gke_minimum(version: str) -> bool:
+    """True when the version (or every version of a prefix such as '1.32') may be older than A4's minimum."""
+    have, least = gke_version_key(version), gke_version_key(GKE_MIN_VERSION)
+    return have < least[: len(have)] or (have == least[: len(have)] and len(have) < len(least))
 
 
 def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:

@@ -3,7 +3,8 @@
 NodeServiceAccount
     The nodes' own service account with only the roles a GKE node needs, instead of field report R2's default
     compute account (project Editor) with the cloud-platform scope: a pod that reaches the metadata
-    server of a node then holds write access to logs and metrics and read access to images, nothing else.
+    server of a node then holds what GKE's node role grants (logs, metrics, node health) and read access
+    to images, nothing else. The cluster's temporary default pool runs as it too (gke_cluster.py).
 SystemNodePool
     One small on-demand node for kube-dns, konnectivity and metrics-server: they do not tolerate the
     GPU taint, so a cluster of A4 nodes alone would have no DNS and no `kubectl logs`.
@@ -24,6 +25,7 @@ from deepep_a4 import provisioning
 from deepep_a4.config import StackConfig
 from deepep_a4.node import names
 from deepep_a4.program.network import NicNetwork
+from deepep_a4.program.options import depends_of
 
 NODE_POOL_LABEL_KEY = names.NODE_POOL_LABEL_KEY
 NODE_POOL_LABEL_VALUE = names.NODE_POOL_LABEL_VALUE
@@ -33,8 +35,11 @@ GPU_TAINT_EFFECT = "NO_SCHEDULE"  # NoSchedule in Kubernetes spelling
 
 # Every project role the nodes hold. Later issues add theirs here, explicitly.
 NODE_ROLES = (
-    "roles/logging.logWriter",
-    "roles/monitoring.metricWriter",
+    # The minimum GKE documents for a node service account (logs, metrics, node metadata): "Grant the minimum
+    # required role for GKE", https://cloud.google.com/kubernetes-engine/security/configure-node-service-accounts
+    # It covers what logging.logWriter and monitoring.metricWriter granted here before.
+    "roles/container.defaultNodeServiceAccount",
+    # Pulls from the project's private Artifact Registry repositories, which the role above does not cover.
     "roles/artifactregistry.reader",
 )
 # Access scopes are a legacy second gate; Google recommends cloud-platform plus IAM roles on a dedicated
@@ -44,6 +49,12 @@ NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 # Our installer pins the driver, so GKE must not install its own (field report R2's gpu-driver-version=disabled).
 GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+# Node upgrades replace one node at a time without a surge node: Google's default for GPU pools
+# (cluster-toolkit modules/compute/gke-node-pool: max_surge 0, max_unavailable 1). A surge node would be one
+# more spot A4 inside the compact placement, which often does not exist.
+UPGRADE_MAX_SURGE = 0
+UPGRADE_MAX_UNAVAILABLE = 1
 
 SYSTEM_POOL_NAME = names.SYSTEM_POOL_NAME
 SYSTEM_MACHINE_TYPE = names.SYSTEM_MACHINE_TYPE
@@ -122,7 +133,7 @@ class A4NodePoolArgs:
     boot_disk_gb: int
     local_ssd_count: int
     gpu_driver: str
-    version: str
+    release_channel: str
     resource_labels: dict[str, str]
     cluster: gcp.container.Cluster
     service_account: NodeServiceAccount
@@ -152,7 +163,7 @@ class A4NodePoolArgs:
             boot_disk_gb=cfg.boot_disk_gb,
             local_ssd_count=cfg.local_ssd_count,
             gpu_driver=cfg.gke.gpu_driver,
-            version=cfg.gke.version,
+            release_channel=cfg.gke.release_channel,
             resource_labels=cfg.labels,
         )
 
@@ -166,13 +177,15 @@ def capacity_settings(args: A4NodePoolArgs) -> tuple[dict[str, Any], dict[str, A
     model = provisioning.MODELS[args.provisioning]
     node: dict[str, Any] = {model.gke_flag: True} if model.gke_flag else {}
     pool: dict[str, Any] = {"node_count": args.node_count}
-    if model.reservation_affinity == "SPECIFIC_RESERVATION":
+    # Spot pools say NO_RESERVATION (provisioning.py): spot VMs never consume a reservation.
+    affinity = model.gke_reservation_affinity or model.reservation_affinity
+    if affinity == "SPECIFIC_RESERVATION":
         node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-            consume_reservation_type=model.reservation_affinity, key=RESERVATION_KEY, values=[args.reservation_name]
+            consume_reservation_type=affinity, key=RESERVATION_KEY, values=[args.reservation_name]
         )
-    elif model.reservation_affinity:
+    elif affinity:
         node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-            consume_reservation_type=model.reservation_affinity
+            consume_reservation_type=affinity
         )
     if model.gke_flag == "flex_start":
         # GKE's flex-start pools start empty and grow when pods ask for GPUs (Dynamic Workload Scheduler);
@@ -198,7 +211,12 @@ class A4NodePool(pulumi.ComponentResource):
         super().__init__("deepep-a4:gke:A4NodePool", name, None, opts)
         cluster, service_account, additional_networks = args.cluster, args.service_account, args.additional_networks
         node_capacity, pool_capacity = capacity_settings(args)
-        placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if args.placement == "compact" else None
+        placement = None
+        if args.placement == "compact" and not provisioning.MODELS[args.provisioning].placed_by_capacity:
+            placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+        # With a release channel GKE keeps node auto-upgrade on; the cluster's maintenance exclusion
+        # (gke_cluster.py) holds node upgrades back instead. Without a channel the pool may turn it off.
+        auto_upgrade = args.release_channel != "UNSPECIFIED"
         local_ssd = (
             gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(local_ssd_count=args.local_ssd_count)
             if args.local_ssd_count
@@ -210,8 +228,9 @@ class A4NodePool(pulumi.ComponentResource):
             cluster=cluster.name,
             location=args.location,
             node_locations=[args.zone],
-            # Auto-upgrade moves the nodes past a pinned version: the pin is where they start.
-            version=args.version or None,
+            # The control plane's version when the pool is created (GKE's own default), shown in the plan;
+            # later control-plane patches do not make `pulumi up` upgrade the nodes (ignore_changes below).
+            version=cluster.master_version,
             node_config=gcp.container.NodePoolNodeConfigArgs(
                 machine_type=args.machine_type,
                 guest_accelerators=[
@@ -253,18 +272,24 @@ class A4NodePool(pulumi.ComponentResource):
                 ],
             ),
             placement_policy=placement,
+            # Auto-repair recreates a node that stays NotReady for about 10 minutes
+            # (https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-repair). The installer's one
+            # reboot (DOCA-OFED, PeerMappingOverride) leaves the node NotReady for 1-2 minutes, far below that,
+            # so repair stays on: it replaces nodes that really fail. Flex-start VMs are handed out once.
             management=gcp.container.NodePoolManagementArgs(
-                auto_repair=args.provisioning != "flex-start", auto_upgrade=True
+                auto_repair=args.provisioning != "flex-start", auto_upgrade=auto_upgrade
             ),
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
-                strategy="SURGE", max_surge=1, max_unavailable=0
+                strategy="SURGE", max_surge=UPGRADE_MAX_SURGE, max_unavailable=UPGRADE_MAX_UNAVAILABLE
             ),
             **pool_capacity,
             opts=pulumi.ResourceOptions(
                 parent=self,
-                # Nodes boot with their roles in place (logs from the first minute).
-                depends_on=list(service_account.grants),
-                # Auto-upgrade changes the version; a later `pulumi up` must not try to undo it.
+                # Nodes boot with their roles in place (logs from the first minute), and after what the
+                # component waits for (the NAT their downloads need, the artifact store grant).
+                depends_on=[*depends_of(opts), *service_account.grants],
+                # The version is chosen once, at creation: a later `pulumi up` neither upgrades the nodes
+                # because the control plane moved nor undoes an upgrade GKE made.
                 ignore_changes=["version"],
             ),
         )

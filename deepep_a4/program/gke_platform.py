@@ -28,8 +28,9 @@ from deepep_a4.program.store import store_access
 
 def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
-    gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network), gcp_opts)
+    # First: even the cluster's temporary default pool runs as the node account.
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
+    gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network, nodes_sa), gcp_opts)
     system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
     store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
@@ -43,12 +44,19 @@ def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
         GkeMultiNetworkArgs(cfg.name_prefix, network.additional_networks),
         pulumi.ResourceOptions(providers=[gke.provider]),
     )
+    # The Jobs depend on the Network objects their pods name, so `pulumi destroy` deletes them first.
     workloads = gke_workloads.build_gke_workloads(
-        cfg, gke.provider, node_pool=a4.pool, network_names=multinet.rdma_network_names
+        cfg,
+        gke.provider,
+        node_pool=a4.pool,
+        network_names=multinet.rdma_network_names,
+        networks=[*multinet.param_sets, *multinet.networks],
     )
     return {
         "clusterName": gke.cluster.name,
         "clusterLocation": gke.cluster.location,
+        # The control plane's actual version (what was chosen once, plus GKE's patches), not today's lookup.
+        "gkeVersion": gke.cluster.master_version,
         "nodePool": a4.pool.name,
         "systemNodePool": system.pool.name,
         "nodeServiceAccount": nodes_sa.account.email,

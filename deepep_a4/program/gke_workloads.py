@@ -27,10 +27,10 @@ BenchmarkJobs
     WORLD_SIZE = node count, MASTER_ADDR = pod 0's DNS name). Only the tests in `benchmarks` are
     created. Pod networking per `podNetworking`: `hostNetwork`, or the multi-network annotations
     (eth1 the second gVNIC, eth2..eth9 the eight RDMA Networks in NIC order). Every Job depends on the
-    DaemonSet (created after every node is installed), carries `pulumi.com/skipAwait` (Pulumi does
-    not wait for the benchmark), ignores spot preemption in its podFailurePolicy (DisruptionTarget),
-    fails at once on the runner's usage error (exit 2), and stays `ttlSecondsAfterFinished` (3 days)
-    so `deepep-a4 report` can read the logs.
+    DaemonSet (created after every node is installed) and on the multi-network objects (destroyed after
+    the Jobs), carries `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot
+    preemption in its podFailurePolicy (DisruptionTarget), fails at once on the runner's usage error
+    (exit 2), and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
 
 Benchmark pod privileges: decided in gke_pod_security.py (only the installer's init container
 is privileged with the default `podNetworking: multiNetwork`). GPUs come from GKE's device plugin
@@ -64,6 +64,9 @@ from deepep_a4.program.gke_objects import NAMESPACE, PART_OF, child_opts, depend
 class GkeWorkloadsArgs:
     cfg: StackConfig
     network_names: Sequence[str] | None = None  # the eight RDMA Network objects in NIC order
+    # The multi-network objects (GKENetworkParamSet, Network): the Jobs depend on them, so destroy deletes
+    # every benchmark pod before the networks it attaches to.
+    networks: Sequence[pulumi.Resource] = ()
 
 
 class GkeWorkloads(pulumi.ComponentResource):
@@ -103,7 +106,7 @@ class GkeWorkloads(pulumi.ComponentResource):
         self.benchmarks = BenchmarkJobs(
             f"{name}-bench",
             BenchmarkJobsArgs(cfg, ns, self.installer.versions_hash, args.network_names),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.installer.daemon_set]),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.installer.daemon_set, *args.networks]),
         )
         self.register_outputs({"namespace": ns})
 
@@ -113,12 +116,13 @@ def build_gke_workloads(
     k8s_provider: k8s.Provider,
     node_pool: pulumi.Resource | None = None,
     network_names: Sequence[str] | None = None,
+    networks: Sequence[pulumi.Resource] = (),
 ) -> dict[str, Any]:
     """Creates the workloads and returns the stack outputs they add."""
     after = [node_pool] if node_pool is not None else []
     w = GkeWorkloads(
         "deepep",
-        GkeWorkloadsArgs(cfg, network_names),
+        GkeWorkloadsArgs(cfg, network_names, networks),
         pulumi.ResourceOptions(providers=[k8s_provider], depends_on=after),
     )
     return {

@@ -80,14 +80,15 @@ def hwtest_script(root: str) -> str:
     parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
     return f"""#!/bin/bash
 # deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
-#   bash hwtest.sh --store DIR [--root DIR]      exit: the installer's, or the first failing test's
+#   bash hwtest.sh --store DIR [--root DIR] [--no-tests]   exit: the installer's, or 1 if a test failed
 set -uo pipefail
 HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
-root={shlex.quote(root)} store=""
+root={shlex.quote(root)} store="" tests=1
 while (($#)); do
   case $1 in
     --store) store=$2 && shift ;;
     --root) root=$2 && shift ;;
+    --no-tests) tests=0 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
   shift
@@ -102,7 +103,7 @@ t0=$SECONDS
 bash "$HERE/installer/run.sh"
 rc=$?
 echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
-((rc == 0)) || exit "$rc"
+((rc == 0 && tests)) || exit "$rc"
 gpus="$(nvidia-smi -L | grep -c '^GPU ')"
 if ((gpus < 2)); then
   echo "hwtest: DeepEP's tests need 2 or more GPUs; this machine has $gpus: tests not run" | tee "$root/state/tests.txt"

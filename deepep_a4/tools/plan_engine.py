@@ -25,6 +25,33 @@ from deepep_a4.program import artifacts
 ROOT = project_root()
 
 MOCK_CA_CERT = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCm1vY2sKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+MOCK_PROJECT_NUMBER = "123456789012"
+
+# A MOCK of GKE's server config (gcp.container.get_engine_versions), not a fact: a plausible answer for late
+# 2026 (1.33 left support in mid 2026), so that the offline plan shows what a deploy would choose. A real
+# `pulumi up` asks GKE; the plan's Kubernetes schema gate follows this mocked choice (ci/gates/k8s_schemas.py).
+MOCK_ENGINE_VERSIONS: dict[str, Any] = {
+    "defaultClusterVersion": "1.36.4-gke.1221000",
+    "latestMasterVersion": "1.37.3-gke.1078000",
+    "latestNodeVersion": "1.37.3-gke.1078000",
+    "releaseChannelDefaultVersion": {
+        "RAPID": "1.37.2-gke.1139000",
+        "REGULAR": "1.36.4-gke.1221000",
+        "STABLE": "1.35.8-gke.1180000",
+    },
+    "releaseChannelLatestVersion": {
+        "RAPID": "1.37.3-gke.1078000",
+        "REGULAR": "1.37.2-gke.1139000",
+        "STABLE": "1.36.4-gke.1221000",
+    },
+    "validMasterVersions": [
+        "1.37.3-gke.1078000",
+        "1.37.2-gke.1139000",
+        "1.36.4-gke.1221000",
+        "1.35.8-gke.1180000",
+        "1.34.12-gke.1095000",
+    ],
+}
 
 
 def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: str) -> dict[str, Any]:
@@ -40,11 +67,22 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
         )
         out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/{project}/{scope}/{kind}s/{res_name}"
     if type_ == "gcp:container/cluster:Cluster":
+        location = inputs.get("location")
+        endpoints = dict(inputs.get("controlPlaneEndpointsConfig") or {})
+        # GKE's DNS-based endpoint: gke-<32 hex>-<project number>.<location>.gke.goog
+        digest = hashlib.sha256(f"{project}/{location}/{res_name}".encode()).hexdigest()[:32]
+        dns = {
+            **(endpoints.get("dnsEndpointConfig") or {}),
+            "endpoint": f"gke-{digest}-{MOCK_PROJECT_NUMBER}.{location}.gke.goog",
+        }
         out.update(
             endpoint="203.0.113.10",
             masterAuth={"clusterCaCertificate": MOCK_CA_CERT},
-            location=inputs.get("location"),
-            selfLink=f"https://container.googleapis.com/v1/projects/{project}/locations/{inputs.get('location')}/clusters/{res_name}",
+            # GKE creates the control plane at min_master_version.
+            masterVersion=inputs.get("minMasterVersion"),
+            controlPlaneEndpointsConfig={**endpoints, "dnsEndpointConfig": dns},
+            location=location,
+            selfLink=f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{res_name}",
         )
     if type_ == "gcp:serviceaccount/account:Account":
         out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
@@ -80,14 +118,17 @@ class PlanMocks(pulumi.runtime.Mocks):
         computed = _computed_outputs(args.typ, args.name, args.inputs, self.project)
         for k, val in computed.items():
             state.setdefault(k, val)
-        if "metadata" in computed:  # inputs' metadata plus the auto-name
-            state["metadata"] = computed["metadata"]
+        for merged in ("metadata", "controlPlaneEndpointsConfig"):  # inputs plus what the provider adds
+            if merged in computed:
+                state[merged] = computed[merged]
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
         invoke = args.token
         if invoke == "gcp:organizations/getProject:getProject":
-            return {"projectId": self.project, "number": "123456789012", "name": self.project}, []
+            return {"projectId": self.project, "number": MOCK_PROJECT_NUMBER, "name": self.project}, []
+        if invoke == "gcp:container/getEngineVersions:getEngineVersions":
+            return {**MOCK_ENGINE_VERSIONS, "location": args.args.get("location"), "project": self.project}, []
         if invoke == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": self.project, "region": "", "zone": ""}, []
         return {}, []
@@ -101,6 +142,8 @@ class Registration:
     parent_urn: str
     provider: str
     custom: bool
+    dependencies: list[str] = field(default_factory=list)
+    ignore_changes: list[str] = field(default_factory=list)
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -113,7 +156,16 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         self.registrations.append(
-            Registration(request.type, request.name, response.urn, request.parent, request.provider, request.custom)
+            Registration(
+                request.type,
+                request.name,
+                response.urn,
+                request.parent,
+                request.provider,
+                request.custom,
+                list(request.dependencies),
+                list(request.ignoreChanges),
+            )
         )
         return response
 
@@ -200,15 +252,20 @@ def run_program(
         # Components are not custom resources: the mocks never see their (empty) inputs.
         queue = inputs_of.get((reg.type, reg.name)) or [{}]
         inputs = queue.pop(0) if reg.custom and queue else {}
-        resources.append(
-            {
-                "type": reg.type,
-                "name": reg.name,
-                "parent": _parent_name(reg.parent_urn, by_urn),
-                "provider": _provider_name(reg.provider),
-                "inputs": _jsonable(inputs),
-            }
-        )
+        entry: dict[str, Any] = {
+            "type": reg.type,
+            "name": reg.name,
+            "parent": _parent_name(reg.parent_urn, by_urn),
+            "provider": _provider_name(reg.provider),
+            "inputs": _jsonable(inputs),
+        }
+        # What destroy order and later `pulumi up`s depend on: explicit dependencies, properties chosen once.
+        depends = sorted({by_urn[u].name for u in reg.dependencies if u in by_urn})
+        if depends:
+            entry["dependsOn"] = depends
+        if reg.ignore_changes:
+            entry["ignoreChanges"] = sorted(reg.ignore_changes)
+        resources.append(entry)
     result = PlanResult(stack, config.PROJECT_NAME, resources, _jsonable(resolved), artifacts.published())
     return result, mocks
 

@@ -155,7 +155,14 @@ ENV
 unset NVSHMEM_DIR
 ENV
   fi
-  cat >>"$ENV_FILE.tmp" <<ENV
+  if ((!HAS_RDMA_NICS)); then
+    # The hardware test's machine has no NICs: NVSHMEM runs over NVLink (P2P) only.
+    cat >>"$ENV_FILE.tmp" <<ENV
+# No RDMA NICs on this machine (hardware test): no remote transport; NVSHMEM uses NVLink only.
+export NVSHMEM_REMOTE_TRANSPORT=none
+ENV
+  else
+    cat >>"$ENV_FILE.tmp" <<ENV
 # NVSHMEM IBGDA over GCP RoCE.
 export NVSHMEM_REMOTE_TRANSPORT=ibgda
 export NVSHMEM_IB_ENABLE_IBGDA=1
@@ -170,6 +177,7 @@ export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
 # inherited RDMAV_DRIVERS (troubleshooting T16).
 unset RDMAV_DRIVERS
 ENV
+  fi
   if [[ $DEEPEP_TARGET == gke ]]; then
     cat >>"$ENV_FILE.tmp" <<ENV
 # In a container the image's provider folder lacks this ABI's mlx5 provider: copy the host's into
