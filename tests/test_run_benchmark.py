@@ -302,3 +302,24 @@ def test_gke_probe_reads_the_daemonset_and_jobs() -> None:
     assert (probe.installed(outputs).done, probe.installed(outputs).total) == (1, 2)
     bench = probe.benchmarks(outputs)
     assert (bench.done, bench.total, bench.complete) == (1, 2, False)
+
+
+def test_a_gke_stack_needs_the_auth_plugin_before_anything_is_created() -> None:
+    said: list[str] = []
+    created: list[str] = []
+
+    class Stack:
+        def __init__(self, name: str):
+            created.append(name)
+
+        def raw_config(self) -> None:
+            return None
+
+    rc = rb.main(
+        ["--stack", "gke-b200"],
+        which=lambda tool: None if tool == rb.AUTH_PLUGIN else f"/usr/bin/{tool}",
+        make_stack=Stack,
+        say=said.append,
+    )
+    assert rc == rb.EXIT_NO_CLI
+    assert said == [rb.AUTH_PLUGIN_MISSING] and "Nothing was created" in said[0]

@@ -54,6 +54,12 @@ EXIT_PASS, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_NO_CLI, EXIT_FAILED, EXIT_DESTROY_
     5,
     130,
 )
+AUTH_PLUGIN = "gke-gcloud-auth-plugin"
+AUTH_PLUGIN_MISSING = (
+    f"a gke stack's kubeconfig authenticates with {AUTH_PLUGIN}, which is not on PATH.\n  Install it: "
+    "`gcloud components install gke-gcloud-auth-plugin` (or the google-cloud-cli-gke-gcloud-auth-plugin "
+    "package), then run this again.\n  Nothing was created."
+)
 CLI_MISSING = (
     "run_benchmark.py drives `pulumi up` and `pulumi destroy` through Pulumi's Automation API, which needs the "
     "Pulumi CLI on PATH.\n  Install it: https://www.pulumi.com/docs/install/ (e.g. `curl -fsSL https://get.pulumi.com "
@@ -282,6 +288,10 @@ def main(
     except Exception as err:
         say(f"error: cannot open stack {args.stack} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
+    if cfg.platform == "gke" and which(AUTH_PLUGIN) is None:
+        # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
+        say(AUTH_PLUGIN_MISSING)
+        return EXIT_NO_CLI
     probe = (make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(
