@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Loader = Callable[[str], Any]
+# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA).
+RDMA_TESTS = ("low-latency", "internode")
 
 
 def hca_names(load: Loader = ctypes.CDLL) -> list[str]:
@@ -75,6 +79,19 @@ def check(gpus: int, hcas: int, prefix: str, load: Loader = ctypes.CDLL) -> tupl
     if seen["gpus"] != gpus:
         return seen, f"CUDA sees {seen['gpus']} GPU(s), the test needs {gpus}: is nvidia.com/gpu requested?"
     return seen, ""
+
+
+def device_problem(python: str, gpus: int, hcas: int, prefix: str, env: dict[str, str]) -> tuple[str, str]:
+    """(what the child saw, "" or the reason): this file run by `python` in the tests' environment."""
+    cmd = [python, str(Path(__file__).resolve()), "--gpus", str(gpus), "--hcas", str(hcas), "--prefix", prefix]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return "", f"the device check could not run: {err}"
+    seen = proc.stdout.strip() or proc.stderr.strip()
+    if proc.returncode == 0:
+        return seen, ""
+    return seen, proc.stderr.strip().removeprefix("preflight: ") or f"the device check failed (exit {proc.returncode})"
 
 
 def main(argv: list[str] | None = None) -> int:

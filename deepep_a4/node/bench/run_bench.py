@@ -50,11 +50,13 @@ try:  # in the package (tests) or flat in the folder the files were shipped to (
         nic_tx_bytes,
     )
     from deepep_a4.node.bench.nccl_check import nccl_worker_main
+    from deepep_a4.node.bench.preflight import RDMA_TESTS, device_problem
     from deepep_a4.node.bench.settings import RunnerSettings
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     import parse as bench_parse  # type: ignore[no-redef]
     from bench_env import DEEPEP_SCRIPTS, DEFAULT_PORT, IB_SYSFS, build_env, log, nic_spread, nic_tx_bytes  # type: ignore[no-redef]
     from nccl_check import nccl_worker_main  # type: ignore[no-redef]
+    from preflight import RDMA_TESTS, device_problem  # type: ignore[no-redef]
     from settings import RunnerSettings  # type: ignore[no-redef]
 
 # -- one test --------------------------------------------------------------------------------------
@@ -279,25 +281,6 @@ def find_tests_dir(deepep_dir: str, env: dict[str, str]) -> Path | None:
     return None
 
 
-# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA).
-RDMA_TESTS = ("low-latency", "internode")
-
-
-def device_check(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> str:
-    """ "" when this pod sees the node's HCAs and GPUs, else the reason (preflight.py, in the tests' env)."""
-    here = Path(__file__).resolve().parent
-    cmd = [args.python, str(here / "preflight.py"), "--gpus", str(args.processes), "--hcas", str(args.hcas)]
-    cmd += ["--prefix", env.get("NVSHMEM_HCA_PREFIX", "")]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f"the device check could not run: {err}"
-    log(out, "preflight", proc.stdout.strip() or proc.stderr.strip())
-    if proc.returncode == 0:
-        return ""
-    return proc.stderr.strip().removeprefix("preflight: ") or f"the device check failed (exit {proc.returncode})"
-
-
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = parse_args(argv)
     if args.nccl_worker:
@@ -368,15 +351,17 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         fabric_ok = nccl.status == "passed"
         port += 1
 
-    device_problem = ""
+    no_devices = ""
     if any(t in RDMA_TESTS for t in tests) and not args.skip_device_check:
-        device_problem = device_check(args, env, out)
+        prefix = env.get("NVSHMEM_HCA_PREFIX", "")
+        seen, no_devices = device_problem(args.python, args.processes, args.hcas, prefix, env)
+        log(out, "preflight", seen)
 
     for test in tests:
         port += 1
         run = TestRun(test, test_argv(test, args, tests_dir))
-        if device_problem and test in RDMA_TESTS:
-            run.problems = [f"not run: {device_problem}"]
+        if no_devices and test in RDMA_TESTS:
+            run.problems = [f"not run: {no_devices}"]
             run.status = "failed"
             log(out, "error", f"{test}: {run.problems[0]}")
             runs.append(run)
