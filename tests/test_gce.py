@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from deepep_a4 import config
+from deepep_a4.config import keys
+from deepep_a4.config.model import ImageRef
 from deepep_a4.node import payload
 from deepep_a4.program import gce, gce_bench
 from deepep_a4.tools import plan_engine
@@ -19,10 +21,18 @@ from tests.conftest import ROOT, of_type, one, plan, stack_config
 INSTANCE = "gcp:compute/instance:Instance"
 ADDRESS = "gcp:compute/address:Address"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+STASH = "pulumi:index:Stash"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 STACK = "gce-b200"
+
+
+# What the offline plan's mocked image lookup answers for the default family (tools/plan_engine.py).
+MOCK_PLAIN_IMAGE = (
+    "https://www.googleapis.com/compute/v1/projects/ubuntu-os-cloud/global/images/"
+    + plan_engine.MOCK_IMAGES["ubuntu-2404-lts-amd64"]
+)
 
 
 def cfg_of(**overrides: Any) -> config.StackConfig:
@@ -48,8 +58,8 @@ def test_one_a4_vm_per_node_in_the_zone_with_hyperdisk_boot(gce_plan: plan_engin
         assert i["machineType"] == "a4-highgpu-8g"
         assert i["zone"] == cfg.zone
         params = i["bootDisk"]["initializeParams"]
-        assert params == {"image": cfg.gce.image, "size": cfg.boot_disk_gb, "type": "hyperdisk-balanced"}
-        assert "ubuntu-2404" in params["image"]
+        assert params == {"image": MOCK_PLAIN_IMAGE, "size": cfg.boot_disk_gb, "type": "hyperdisk-balanced"}
+        assert cfg.gce.image == keys.PLAIN_UBUNTU_IMAGE  # the field reports' image stays the default
         assert i["bootDisk"]["autoDelete"] is True
         assert i["desiredStatus"] == "RUNNING"
         assert i["deletionProtection"] is False
@@ -185,6 +195,8 @@ def test_ttl_and_stop_action_reach_every_vm() -> None:
         sched = vm["inputs"]["scheduling"]
         assert sched["maxRunDuration"] == {"seconds": 5400}
         assert sched["instanceTerminationAction"] == "STOP"
+        # GCE stops a VM with local SSD only with a discard choice; the provider accepts only true.
+        assert sched["onInstanceStopAction"] == {"discardLocalSsd": True}
 
 
 def test_on_demand_with_ttl_has_the_cap_and_an_action() -> None:
@@ -196,10 +208,12 @@ def test_on_demand_with_ttl_has_the_cap_and_an_action() -> None:
 def test_compact_placement_policy_linked_from_every_vm(gce_plan: plan_engine.PlanResult) -> None:
     cfg = cfg_of()
     policy = one(gce_plan, POLICY)
-    assert policy["inputs"]["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": cfg.node_count}
+    # Best effort (no maxDistance) and no vmCount: with one, exactly that many VMs must be created together,
+    # so a VM recreated alone after a preemption could not join (Google's A4 placement guidance).
+    assert policy["inputs"]["groupPlacementPolicy"] == {"collocation": "COLLOCATED"}
     assert policy["inputs"]["region"] == cfg.region
     name = policy["inputs"]["name"]
-    assert name == f"{cfg.name_prefix}-compact-{cfg.node_count}"
+    assert name == f"{cfg.name_prefix}-compact"
     for vm in vms(gce_plan):
         link = vm["inputs"]["resourcePolicies"]
         assert isinstance(link, str)  # ONE self link, not a list
@@ -380,3 +394,116 @@ def test_plan_of_64_vms_is_fast_and_grows_linearly() -> None:
     assert times[64] < 20, times
     # Doubling the fleet at most doubles the time (plus noise): quadratic work would make it 4x.
     assert times[64] < 2.6 * times[32], times  # linear, not quadratic
+
+
+# -- a later `pulumi up` (issue 18 points 3, 4, 7 and 12) -------------------------------------------------------
+
+# How terraform-provider-google (the engine of pulumi-gcp 10.x) applies a change to each Instance field the
+# fleet sets, read from google/services/compute/resource_compute_instance.go: fields it updates on a running
+# VM, and fields whose schema forces a new VM. The rest (machine type, service account, shielded VM, NIC
+# subnets, scheduling, placement) need a stopped VM, so the fleet lists them in replaceOnChanges instead.
+LIVE_FIELDS = {"metadata", "labels", "desiredStatus", "deletionProtection", "allowStoppingForUpdate"}
+FORCE_NEW_FIELDS = {"name", "zone", "bootDisk", "networkInterfaces", "reservationAffinity", "scratchDisks"}
+NEEDS_STOP_FIELDS = set(gce.REPLACE_INSTEAD_OF_STOP)
+
+
+def test_no_update_of_a_vm_needs_a_stop(gce_plan: plan_engine.PlanResult) -> None:
+    for vm in vms(gce_plan):
+        assert vm["inputs"]["allowStoppingForUpdate"] is False
+        assert set(vm["replaceOnChanges"]) == NEEDS_STOP_FIELDS
+        for key in vm["inputs"]:
+            # A new field must be classified here first: live, replaced by the provider, or replaced by us.
+            assert key in LIVE_FIELDS | FORCE_NEW_FIELDS | NEEDS_STOP_FIELDS, key
+
+
+def test_local_ssds_are_left_to_a4_and_their_read_back_ignored(gce_plan: plan_engine.PlanResult) -> None:
+    for vm in vms(gce_plan):
+        # As Google's A4 VM blueprint: A4 attaches its 32 local SSDs itself, nothing is declared ...
+        assert "scratchDisks" not in vm["inputs"]
+        # ... and the 32 the provider reads back never force a replacement (its scratch_disk field does).
+        assert vm["ignoreChanges"] == ["scratchDisks"]
+
+
+def _by_name(result: plan_engine.PlanResult, type_token: str) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r["inputs"] for r in of_type(result, type_token)}
+
+
+def test_resize_changes_existing_vms_only_live(gce_plan: plan_engine.PlanResult) -> None:
+    bigger = plan(STACK, nodeCount=3)
+    before, after = _by_name(gce_plan, INSTANCE), _by_name(bigger, INSTANCE)
+    assert set(after) - set(before) == {"gce-vm-2"}
+    for name, old in before.items():
+        changed = {k for k in old.keys() | after[name].keys() if old.get(k) != after[name].get(k)}
+        assert changed == {"metadata"}, (name, changed)  # world size, peers, run id: set on the running VM
+    # The placement policy, the addresses and the image choice are the same resources with the same inputs.
+    for token in (POLICY, ADDRESS, STASH):
+        old_set, new_set = _by_name(gce_plan, token), _by_name(bigger, token)
+        assert all(new_set[k] == v for k, v in old_set.items()), token
+
+
+def test_reservation_uses_its_own_dense_placement() -> None:
+    result = plan(STACK, provisioning="reservation", reservationName="a4-future-res", ttl="off")
+    assert of_type(result, POLICY) == []  # placement stays "compact": the reservation's block is that
+    for vm in vms(result):
+        assert "resourcePolicies" not in vm["inputs"]
+        assert vm["inputs"]["reservationAffinity"]["type"] == "SPECIFIC_RESERVATION"
+
+
+def test_spot_vms_leave_reservation_affinity_to_gce(gce_plan: plan_engine.PlanResult) -> None:
+    # Google's A4 VM blueprint and vm-instance module set no affinity on spot VMs; NO_RESERVATION is the GKE
+    # node pool module's rule (tests/test_gke.py) and flex-start's (cluster-toolkit's Slurm resume.py).
+    for vm in vms(gce_plan):
+        assert "reservationAffinity" not in vm["inputs"]
+
+
+def test_boot_image_is_chosen_from_its_family_once(gce_plan: plan_engine.PlanResult) -> None:
+    [kept] = of_type(gce_plan, STASH)
+    assert kept["parent"] == "gce"
+    assert kept["inputs"] == {"input": MOCK_PLAIN_IMAGE}  # the family's newest image at the first deploy
+    assert gce_plan.outputs["gceImage"] == MOCK_PLAIN_IMAGE
+    for vm in vms(gce_plan):
+        assert vm["inputs"]["bootDisk"]["initializeParams"]["image"] == MOCK_PLAIN_IMAGE
+        assert kept["name"] in vm["dependsOn"]
+
+
+def test_another_gce_image_is_another_choice_and_new_vms() -> None:
+    accel = plan(
+        STACK, gceImage=keys.ACCELERATOR_IMAGE, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep"
+    )
+    [kept] = of_type(accel, STASH)
+    [default_kept] = of_type(plan(STACK), STASH)
+    # A new Stash name: the old choice is dropped, the boot disk's image changes and the VMs are replaced.
+    assert kept["name"] != default_kept["name"]
+    image = "https://www.googleapis.com/compute/v1/projects/ubuntu-os-accelerator-images/global/images/"
+    image += "ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522"
+    assert kept["inputs"] == {"input": image}
+    for vm in vms(accel):
+        assert vm["inputs"]["bootDisk"]["initializeParams"]["image"] == image
+
+
+def test_an_image_by_name_is_used_as_named() -> None:
+    ref = "projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20260517"
+    [kept] = of_type(plan(STACK, gceImage=ref), STASH)
+    assert kept["inputs"] == {"input": MOCK_PLAIN_IMAGE}
+
+
+def test_accelerator_image_is_known_to_ship_its_driver_branch() -> None:
+    cfg = cfg_of(gceImage=keys.ACCELERATOR_IMAGE, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep")
+    assert cfg.gce.image_ships_driver and cfg.gce.image_ref.driver_branch == "580"
+    assert not cfg_of().gce.image_ships_driver
+    assert cfg_of().gce.image_ref == ImageRef("ubuntu-os-cloud", "ubuntu-2404-lts-amd64", "")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "says"),
+    [
+        ({"gceImage": "ubuntu-os-cloud/ubuntu-2404-lts-amd64"}, "gceImage", "projects/PROJECT/global/images/family/"),
+        ({"gceImage": keys.ACCELERATOR_IMAGE}, "nvidiaDriverVersion", "ships NVIDIA driver branch 580: set 580"),
+        ({"hcaPrefix": "rocep", "useDocaOfed": False, "nvshmemVersion": "3.3.9", "nvshmemSource": "pip",
+          "benchmarks": ["intranode"]}, "hcaPrefix", "NVSHMEM reads NVSHMEM_HCA_PREFIX from 3.4.5 on"),
+    ],
+)  # fmt: skip
+def test_image_and_hca_rules(overrides: dict[str, Any], key: str, says: str) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        cfg_of(**overrides)
+    assert [(p.key, says in p.allowed) for p in err.value.problems] == [(key, True)], err.value

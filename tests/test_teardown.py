@@ -34,6 +34,7 @@ def always(_: Inputs) -> bool:
 DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
     "pulumi:providers:gcp": ("a provider holds no cloud state", always),
     "pulumi:providers:kubernetes": ("a provider holds no cloud state", always),
+    "pulumi:index:Stash": ("a value in the stack's state (the GCE boot image chosen once), no cloud state", always),
     "gcp:compute/network:Network": ("deleted after its subnets, firewalls and router (dependencies)", always),
     "gcp:compute/subnetwork:Subnetwork": ("deleted after the VMs and node pools using it", always),
     "gcp:compute/firewall:Firewall": ("plain delete", always),

@@ -35,6 +35,20 @@ GKE_MIN_VERSION = "1.32.4-gke.1236000"
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
+# GCE boot images (issue 18): a family (its newest image when the stack is first deployed, then kept) or one
+# image by name. Plain Ubuntu 24.04 is what field report R1 ran (driver and DOCA-OFED from the installer).
+# Google's accelerator images ship the NVIDIA driver and the inbox RDMA stack; the family below is the x86
+# 580 one, named like those in GoogleCloudPlatform/cluster-toolkit (examples/machine-learning/
+# a4-highgpu-8g/a4high-slurm-blueprint.yaml builds on ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522).
+IMAGE_REF_PATTERN = (
+    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
+    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))$"
+)
+PLAIN_UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
+ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+ACCELERATOR_IMAGE = (
+    f"projects/{ACCELERATOR_IMAGE_PROJECT}/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
+)
 
 
 @dataclass(frozen=True)
@@ -118,7 +132,13 @@ KEYS: tuple[Key, ...] = (
     ),
     Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
     # -- installer and NVSHMEM runtime -------------------------------------------------------------
-    Key("useDocaOfed", bool, True, "Install DOCA-OFED where the node shows rocep* HCAs."),
+    Key(
+        "useDocaOfed",
+        bool,
+        True,
+        "Install NVIDIA DOCA-OFED (mlx5_* HCA names, its own rdma-core) as field report R1 did on plain Ubuntu; "
+        "false keeps the inbox RDMA stack (rocep*) that Google's A4 images and blueprints use, with hcaPrefix=rocep.",
+    ),
     Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
     Key("allowReboot", bool, True, "Let the installer reboot a node once (DOCA-OFED, PeerMappingOverride)."),
     Key(
@@ -131,7 +151,13 @@ KEYS: tuple[Key, ...] = (
     Key("artifactStorePublish", bool, True, "Nodes publish what they build or download to the store (write-once)."),
     Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
     Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
-    Key("hcaPrefix", str, "mlx5", "NVSHMEM_HCA_PREFIX (mlx5 with DOCA-OFED, rocep without).", HCA_PREFIXES),
+    Key(
+        "hcaPrefix",
+        str,
+        "mlx5",
+        "NVSHMEM_HCA_PREFIX: mlx5 with DOCA-OFED, rocep with the inbox stack (NVSHMEM 3.4.5 or newer reads it).",
+        HCA_PREFIXES,
+    ),
     Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),
     # -- GKE ---------------------------------------------------------------------------------------
     Key(
@@ -179,7 +205,12 @@ KEYS: tuple[Key, ...] = (
     ),
     # -- GCE ---------------------------------------------------------------------------------------
     Key(
-        "gceImage", str, "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64", "Boot image of the VMs."
+        "gceImage",
+        str,
+        PLAIN_UBUNTU_IMAGE,
+        "Boot image of the VMs: projects/P/global/images/family/F (the family's newest image at the first deploy, "
+        "then kept) or projects/P/global/images/NAME. Default: plain Ubuntu 24.04, the field reports' image; "
+        f"{ACCELERATOR_IMAGE} ships the NVIDIA driver (not yet run on hardware here).",
     ),
     Key(
         "terminationAction",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
-from deepep_a4.config.keys import MACHINE_SHAPES, MachineShape
+from deepep_a4.config.keys import ACCELERATOR_IMAGE_PROJECT, IMAGE_REF_PATTERN, MACHINE_SHAPES, MachineShape
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,45 @@ class GkeOptions:
 
 
 @dataclass(frozen=True)
+class ImageRef:
+    """A GCE boot image reference: an image family (resolved at deploy) or one image by name."""
+
+    project: str
+    family: str  # "" when the reference names one image
+    name: str  # "" when the reference names a family
+
+    @property
+    def driver_branch(self) -> str:
+        """The NVIDIA driver branch an accelerator image ships (`...-with-nvidia-580...` -> "580"), else ""."""
+        if self.project != ACCELERATOR_IMAGE_PROJECT:
+            return ""
+        m = re.search(r"-with-nvidia-(\d+)(?:-|$)", self.family or self.name)
+        return m[1] if m else ""
+
+
+def parse_image_ref(text: str) -> ImageRef | None:
+    """`projects/P/global/images/family/F` or `projects/P/global/images/NAME` as an ImageRef, else None."""
+    m = re.match(IMAGE_REF_PATTERN, text)
+    return ImageRef(m["project"], m["family"] or "", m["name"] or "") if m else None
+
+
+@dataclass(frozen=True)
 class GceOptions:
     image: str
     termination_action: str
+
+    @property
+    def image_ref(self) -> ImageRef:
+        """`gceImage` split into project and family or name (config validation guarantees the form)."""
+        ref = parse_image_ref(self.image)
+        if ref is None:
+            raise ValueError(f"gceImage {self.image!r} is not projects/P/global/images/[family/]NAME")
+        return ref
+
+    @property
+    def image_ships_driver(self) -> bool:
+        """Google's accelerator images come with the NVIDIA driver (and the inbox RDMA stack, no DOCA-OFED)."""
+        return self.image_ref.project == ACCELERATOR_IMAGE_PROJECT
 
 
 @dataclass(frozen=True)

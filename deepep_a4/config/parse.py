@@ -12,6 +12,7 @@ from deepep_a4.config.keys import KEYS, KEYS_BY_NAME, PROJECT_NAME, ConfigError,
 from deepep_a4.config.rules import (
     check_benchmarks,
     check_capacity,
+    check_gce,
     check_identity,
     check_network,
     check_runtime,
@@ -74,6 +75,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_network(v, problems)
     check_versions(v, problems)
     check_runtime(v, problems)
+    check_gce(v, problems)
     check_store(v, problems)
     check_benchmarks(v, problems)
 

@@ -17,6 +17,7 @@ from deepep_a4.config.keys import (
     MACHINE_SHAPES,
     Problem,
 )
+from deepep_a4.config.model import parse_image_ref
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -31,6 +32,9 @@ _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
 GCE_FIRST_HOST_OFFSET = 10
 _TTL_MAX_SECONDS = 120 * 24 * 3600
+# NVSHMEM takes the HCA name prefix from NVSHMEM_HCA_PREFIX since 3.4.5 (NVIDIA/nvshmem changelog, "Changes in
+# 3.4.5"); older releases open mlx5* devices only, which the inbox RDMA stack's rocep* names are not.
+HCA_PREFIX_SINCE = (3, 4, 5)
 
 
 def gke_version_key(version: str) -> tuple[int, ...]:
@@ -299,6 +303,16 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
         )
+    nvshmem = v["nvshmemVersion"]
+    if v["hcaPrefix"] != "mlx5" and _VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
+        problems.append(
+            Problem(
+                "hcaPrefix",
+                v["hcaPrefix"],
+                f"NVSHMEM reads NVSHMEM_HCA_PREFIX from 3.4.5 on, nvshmemVersion is {nvshmem}: use NVSHMEM 3.4.5 "
+                "or newer, or DOCA-OFED with hcaPrefix=mlx5",
+            )
+        )
     if not 0 <= v["gidIndex"] <= 255:
         problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
     if v["platform"] == "gke" and v["gkeGpuDriver"] != "installer":
@@ -359,3 +373,29 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
             raise ValueError
     except ValueError:
         problems.append(Problem("benchGateRatio", v["benchGateRatio"], "must be a fraction between 0 and 1, e.g. 0.5"))
+
+
+def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
+    """The VMs' boot image: its form, and the driver an accelerator image already ships."""
+    ref = parse_image_ref(v["gceImage"])
+    if ref is None:
+        problems.append(
+            Problem(
+                "gceImage",
+                v["gceImage"],
+                "must be projects/PROJECT/global/images/family/FAMILY (resolved at the first deploy, then kept) "
+                "or projects/PROJECT/global/images/IMAGE",
+            )
+        )
+        return
+    branch = ref.driver_branch
+    if v["platform"] == "gce" and branch and v["nvidiaDriverVersion"] != branch:
+        # The image's driver build moves with the family; a pinned build would make the installer replace it.
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                v["nvidiaDriverVersion"],
+                f"gceImage ships NVIDIA driver branch {branch}: set {branch} (the installer checks the image's "
+                "driver instead of installing one)",
+            )
+        )

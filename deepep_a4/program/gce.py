@@ -5,6 +5,15 @@ a4-highgpu-8g, each with a reserved internal address on the host subnet, the ten
 external IP, scheduling from the provisioning setting, shielded VM settings as on GKE, a dedicated
 service account and the startup script (installer + benchmarks, see gce_bench.py).
 
+What a later `pulumi up` may do to a VM (issue 18): update it live (metadata, labels) or replace it, never
+stop it. GCE stops a VM with local SSD only with an explicit discard choice, which the provider's stop for
+an update does not make, so `allow_stopping_for_update` is off and every field whose update needs a stop
+replaces the VM instead (`replace_on_changes`). A4 attaches its 32 local SSDs by itself; the program
+declares none, as Google's A4 VM blueprint does, and ignores the scratch disks the provider reads back
+(their field forces replacement: hashicorp/terraform-provider-google#19648). The boot image is chosen
+from its family once (a `pulumi.Stash`), so a newer image in the family replaces nothing and a recreated
+VM boots the same image as its peers.
+
 One Instance resource per VM (not a managed instance group) on purpose: a spot VM that GCE deleted
 at preemption disappears from the cloud only, so `pulumi up --refresh` sees exactly that VM missing
 and recreates it alone, with the same name, address, rank and metadata; everything else is left as
@@ -28,6 +37,7 @@ import pulumi_gcp as gcp
 
 from deepep_a4 import provisioning
 from deepep_a4.config import GCE_FIRST_HOST_OFFSET, StackConfig
+from deepep_a4.config.model import ImageRef
 from deepep_a4.program.network import A4Network, NicNetwork
 from deepep_a4.program.options import depends_of
 
@@ -39,6 +49,22 @@ FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
 # predefined role that covers it. With uniform bucket-level access there are no object ACLs to abuse.
 BUCKET_ROLE = "roles/storage.objectAdmin"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# Instance fields whose update the provider can only apply to a stopped VM (terraform-provider-google,
+# resource_compute_instance.go: needToStopInstanceBeforeUpdating, and addResourcePolicies on a running VM):
+# a change to any of them replaces the VM. Everything else the fleet sets either updates live or already
+# forces replacement in the provider's schema (tests/test_gce.py keeps the list complete).
+REPLACE_INSTEAD_OF_STOP = (
+    "machineType",
+    "minCpuPlatform",
+    "serviceAccount",
+    "shieldedInstanceConfig",
+    "advancedMachineFeatures",
+    "scheduling",
+    "networkInterfaces",
+    "resourcePolicies",
+)
+# Read back from the API but never declared (A4 attaches them): a diff on them would replace every VM.
+IGNORED_INSTANCE_FIELDS = ("scratchDisks",)
 # The only API scope the VMs get: Cloud Storage read/write. IAM narrows it to the one bucket.
 VM_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 
@@ -99,7 +125,7 @@ class GceA4FleetArgs:
     placement: str
     ttl_seconds: int | None
     termination_action: str
-    image: str
+    image: ImageRef
     boot_disk_gb: int
     labels: dict[str, str]
     host_ips: list[str]
@@ -130,7 +156,7 @@ class GceA4FleetArgs:
             placement=cfg.placement,
             ttl_seconds=cfg.ttl_seconds,
             termination_action=cfg.gce.termination_action,
-            image=cfg.gce.image,
+            image=cfg.gce.image_ref,
             boot_disk_gb=cfg.boot_disk_gb,
             labels={**cfg.labels, "deepep-a4-platform": "gce"},
             host_ips=host_ips(cfg),
@@ -152,6 +178,13 @@ def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
     # Only an instance with a termination action may carry a max run duration; spot, flex-start and
     # reservation-bound VMs need one anyway.
     action = model.termination_action or (args.termination_action if (ttl or model.gce_model != "STANDARD") else None)
+    # A VM stopped at its TTL keeps no local SSD data: GCE needs that choice for a VM with local SSD, and the
+    # provider accepts only `true` (nothing of ours lives on the local SSDs).
+    discard = (
+        gcp.compute.InstanceSchedulingOnInstanceStopActionArgs(discard_local_ssd=True)
+        if ttl and action == "STOP"
+        else None
+    )
     return gcp.compute.InstanceSchedulingArgs(
         provisioning_model=model.gce_model,
         preemptible=True if model.gce_model == "SPOT" else None,
@@ -159,6 +192,7 @@ def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
         on_host_maintenance="TERMINATE",  # GPU VMs cannot live-migrate
         instance_termination_action=action,
         max_run_duration=ttl,
+        on_instance_stop_action=discard,
     )
 
 
@@ -204,6 +238,7 @@ class GceA4Fleet(pulumi.ComponentResource):
 
     service_account: gcp.serviceaccount.Account
     placement_policy: gcp.compute.ResourcePolicy | None
+    image: pulumi.Output[str]
     addresses: list[gcp.compute.Address]
     instances: list[gcp.compute.Instance]
 
@@ -215,18 +250,23 @@ class GceA4Fleet(pulumi.ComponentResource):
         self.service_account = args.service_account
 
         self.placement_policy = None
-        if args.placement == "compact":
-            # The count is part of the name: a new nodeCount makes a new policy first, then the VMs move.
+        if args.placement == "compact" and not provisioning.MODELS[args.provisioning].placed_by_capacity:
+            # Google's A4 guidance (cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy):
+            # a compact policy without maxDistance places the VMs as close as capacity allows (best effort).
+            # No vmCount: with it, exactly that many VMs must be created together (the provider's
+            # group_placement_policy docs), so one VM recreated after a preemption could never join. The name
+            # does not follow nodeCount either: a running VM cannot move to another compact policy.
+            # A reservation comes densely placed already; Google's blueprints add no policy to it.
             self.placement_policy = gcp.compute.ResourcePolicy(
                 f"{name}-placement",
-                name=args.name(f"compact-{n}"),
+                name=args.name("compact"),
                 region=args.region,
-                description=f"Compact placement of the stack's {n} A4 VMs",
-                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
-                    collocation="COLLOCATED", vm_count=n
-                ),
+                description="Compact placement of the stack's A4 VMs: best effort, any number of VMs",
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
                 opts=child,
             )
+
+        self.image = self._boot_image(name, args.image)
 
         self.addresses = [
             gcp.compute.Address(
@@ -244,7 +284,13 @@ class GceA4Fleet(pulumi.ComponentResource):
         ]
 
         # Fixed names: a change that replaces a VM must delete the old one first (GPUs are scarce too).
-        vm_opts = pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=depends_of(opts))
+        vm_opts = pulumi.ResourceOptions(
+            parent=self,
+            delete_before_replace=True,
+            depends_on=depends_of(opts),
+            replace_on_changes=list(REPLACE_INSTEAD_OF_STOP),
+            ignore_changes=list(IGNORED_INSTANCE_FIELDS),
+        )
         self.instances = []
         for i in range(n):
             metadata: dict[str, pulumi.Input[str]] = {
@@ -264,7 +310,7 @@ class GceA4Fleet(pulumi.ComponentResource):
                     boot_disk=gcp.compute.InstanceBootDiskArgs(
                         auto_delete=True,
                         initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                            image=args.image, size=args.boot_disk_gb, type="hyperdisk-balanced"
+                            image=self.image, size=args.boot_disk_gb, type="hyperdisk-balanced"
                         ),
                     ),
                     network_interfaces=network_interfaces(args.host, args.additional, self.addresses[i].address),
@@ -284,7 +330,8 @@ class GceA4Fleet(pulumi.ComponentResource):
                     metadata=metadata,
                     labels={**args.labels, "deepep-a4-rank": str(i)},
                     desired_status="RUNNING",
-                    allow_stopping_for_update=True,
+                    # Never stop a VM to update it (see the module doc): such changes replace it instead.
+                    allow_stopping_for_update=False,
                     deletion_protection=False,
                     opts=vm_opts,
                 )
@@ -295,8 +342,26 @@ class GceA4Fleet(pulumi.ComponentResource):
                 "instanceNames": [vm.name for vm in self.instances],
                 "hostIps": [a.address for a in self.addresses],
                 "serviceAccount": self.service_account.email,
+                "image": self.image,
             }
         )
+
+    def _boot_image(self, name: str, ref: ImageRef) -> pulumi.Output[str]:
+        """The self link every VM boots: looked up at the first deploy, then kept in the stack's state.
+
+        A family names its newest image, which moves; the Stash keeps the first answer, so a later
+        `pulumi up` replaces no VM and a VM recreated after a preemption boots what its peers booted.
+        The reference is part of the Stash's name: a new gceImage makes a new choice (and new VMs).
+        """
+        found = gcp.compute.get_image_output(
+            project=ref.project,
+            family=ref.family or None,
+            name=ref.name or None,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        digest = hashlib.sha256(f"{ref.project}/{ref.family}/{ref.name}".encode()).hexdigest()[:8]
+        kept = pulumi.Stash(f"{name}-image-{digest}", input=found.self_link, opts=pulumi.ResourceOptions(parent=self))
+        return kept.output
 
     @property
     def rdma_ips(self) -> pulumi.Output[list[list[Any]]]:

@@ -67,6 +67,8 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
         "instanceNames": [vm.name for vm in fleet.instances],
         "hostIps": [a.address for a in fleet.addresses],
         "masterAddress": ips[0],
+        # The image every VM boots: the family's newest when the stack was first deployed, kept since.
+        "gceImage": fleet.image,
         "rdmaIps": fleet.rdma_ips,
         # All ten addresses in NIC order: the last eight are nic2-nic9, the RDMA NICs.
         "rdmaIpsCommand": (

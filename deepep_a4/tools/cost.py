@@ -21,8 +21,15 @@ PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"
 # The price column each provisioning model pays, in prices.yaml's machine entries.
 MODEL_COLUMN = {m.name: m.price_column for m in provisioning.MODELS.values()}
-# A4's bundled local SSD: 32 disks of 375 GiB (12 TiB), the disks GKE's localSsdCount uses.
+# A4's bundled local SSD: 32 disks of 375 GiB (12,000 GiB), the disks GKE's localSsdCount uses.
 A4_LOCAL_SSDS = 32
+A4_LOCAL_SSD_GIB = A4_LOCAL_SSDS * 375
+# The disks the program creates (program/gce.py and gke_nodepool.py; tests/test_cost.py checks them in the plan).
+A4_BOOT_DISK_TYPE = "hyperdisk-balanced"
+SYSTEM_BOOT_DISK_TYPE = "pd-balanced"
+SYSTEM_BOOT_DISK_GB = 50
+# Google's disk and local SSD rates are per GiB-month of 730 hours.
+HOURS_PER_MONTH = 730
 
 
 def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
@@ -106,58 +113,102 @@ class Estimate:
         }
 
 
+def _regional(entry: Any, region: str) -> dict[str, Any]:
+    """One region's row of a table entry keyed by region ({} when the entry or the region is missing)."""
+    row = entry.get(region) if isinstance(entry, dict) else None
+    return row if isinstance(row, dict) else {}
+
+
+def _rate(entry: Any, region: str) -> float | None:
+    """A rate that is either one number (or `unknown`) for every region, or a mapping region -> number."""
+    return _price(entry.get(region) if isinstance(entry, dict) else entry)
+
+
 def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate:
     """The hourly cost of the stack's billable parts, per the price table."""
     prices = load_prices() if prices is None else prices
-    n = cfg.node_count
-    machine = (prices.get("machines") or {}).get(cfg.machine_type) or {}
-    regional = (machine.get("regions") or {}).get(cfg.region) or {}
+    n, region = cfg.node_count, cfg.region
+    machines = prices.get("machines") or {}
+    machine = machines.get(cfg.machine_type) or {}
+    regional = _regional(machine.get("regions"), region)
     spot_each, od_each = _price(regional.get("spot")), _price(regional.get("on_demand"))
     if regional:
         note = machine.get("on_demand_note", "")
     else:
         known = ", ".join(sorted(machine.get("regions") or {})) or "none"
-        note = f"no price for {cfg.region} in deepep_a4/tools/prices.yaml (known: {known})"
-    lines = [
+        note = f"no price for {region} in deepep_a4/tools/prices.yaml (known: {known})"
+    lines = [Line(f"{n} x {cfg.machine_type}", _times(spot_each, n), _times(od_each, n), note)]
+    lines.append(_local_ssd_line(prices, region, n))
+    disks = prices.get("disks") or {}
+    boot_rate = _rate((disks.get(A4_BOOT_DISK_TYPE) or {}).get("per_gib_month"), region)
+    boot = _times(_hourly(boot_rate), cfg.boot_disk_gb * n)
+    lines.append(
         Line(
-            f"{n} x {cfg.machine_type}",
-            None if spot_each is None else round(spot_each * n, 4),
-            None if od_each is None else round(od_each * n, 4),
-            note,
+            f"boot disks {n} x {cfg.boot_disk_gb} GB {A4_BOOT_DISK_TYPE}",
+            boot,
+            boot,
+            "no citable per-GiB rate (prices.yaml); no IOPS or throughput provisioned: Google's defaults apply, "
+            "billed above 3,000 IOPS and 140 MiB/s",
         )
-    ]
-    ssd_note = "bundled with the machine type; whether the machine price covers it is not confirmed"
-    ssd = _price(prices.get("local_ssd_bundled"))
-    lines.append(Line(f"local SSD {n} x {A4_LOCAL_SSDS} x 375 GiB (bundled)", ssd, ssd, ssd_note))
-    per_gib_month = _price(((prices.get("disks") or {}).get("hyperdisk-balanced") or {}).get("per_gib_month"))
-    disk = None if per_gib_month is None else round(per_gib_month * cfg.boot_disk_gb * n / 730, 4)
-    lines.append(Line(f"boot disks {n} x {cfg.boot_disk_gb} GB hyperdisk-balanced", disk, disk))
-    sources = [str(machine.get("source", "")).strip()]
+    )
+    sources = [machine.get("source"), (prices.get("local_ssd") or {}).get("source")]
     if cfg.platform == "gke":
         gke = prices.get("gke") or {}
         fee = _price(gke.get("cluster_fee_per_hour"))
-        lines.append(Line("GKE cluster management fee", fee, fee, "same for spot and on-demand nodes"))
-        system = (prices.get("machines") or {}).get(SYSTEM_MACHINE_TYPE) or {}
-        per_node = _price(((system.get("regions") or {}).get(cfg.region) or {}).get("on_demand"))
-        sys_cost = None if per_node is None else round(per_node * SYSTEM_NODE_COUNT, 4)
-        lines.append(
-            Line(
-                f"system pool {SYSTEM_NODE_COUNT} x {SYSTEM_MACHINE_TYPE} (on-demand)",
-                sys_cost,
-                sys_cost,
-                "kube-dns and GKE's add-ons; the TTL does not stop it, `pulumi destroy` does",
-            )
-        )
-        sources.append(str(gke.get("source", "")).strip())
+        lines.append(Line("GKE cluster management fee", fee, fee, "regional cluster: no free-tier credit"))
+        lines.append(_system_pool_line(prices, region))
+        system_machine = machines.get(SYSTEM_MACHINE_TYPE) or {}
+        sources += [
+            gke.get("source"),
+            system_machine.get("source"),
+            (disks.get(SYSTEM_BOOT_DISK_TYPE) or {}).get("source"),
+        ]
     return Estimate(
         stack=cfg.stack,
-        region=cfg.region,
+        region=region,
         provisioning=cfg.provisioning,
         node_count=n,
         machine_type=cfg.machine_type,
         ttl_hours=None if cfg.ttl_seconds is None else cfg.ttl_seconds / 3600,
         lines=tuple(lines),
-        sources=tuple(s for s in sources if s),
+        sources=tuple(dict.fromkeys(str(s).strip() for s in sources if s and str(s).strip())),
+    )
+
+
+def _times(each: float | None, count: float) -> float | None:
+    return None if each is None else round(each * count, 4)
+
+
+def _hourly(per_gib_month: float | None) -> float | None:
+    """A per-GiB-month rate as per GiB-hour (Google's month: 730 hours)."""
+    return None if per_gib_month is None else per_gib_month / HOURS_PER_MONTH
+
+
+def _local_ssd_line(prices: dict[str, Any], region: str, n: int) -> Line:
+    """A4's bundled local SSD at the region's Local SSD rate (prices.yaml says why it is counted)."""
+    rates = _regional((prices.get("local_ssd") or {}).get("per_gib_month"), region)
+    gib = n * A4_LOCAL_SSD_GIB
+    spot = _times(_hourly(_price(rates.get("spot"))), gib)
+    on_demand = _times(_hourly(_price(rates.get("on_demand"))), gib)
+    note = (
+        f"bundled: {A4_LOCAL_SSD_GIB:,} GiB comes with every A4 and is billed with it; whether the machine price "
+        "already covers it is not published, so it is counted at the Local SSD rate (too much if it does)"
+    )
+    return Line(f"local SSD {n} x {A4_LOCAL_SSDS} x 375 GiB (bundled)", spot, on_demand, note)
+
+
+def _system_pool_line(prices: dict[str, Any], region: str) -> Line:
+    """GKE's system node and its boot disk, on-demand in both columns; unknown if either price is."""
+    system = (prices.get("machines") or {}).get(SYSTEM_MACHINE_TYPE) or {}
+    node = _price(_regional(system.get("regions"), region).get("on_demand"))
+    disk = _hourly(_rate(((prices.get("disks") or {}).get(SYSTEM_BOOT_DISK_TYPE) or {}).get("per_gib_month"), region))
+    each = None if node is None or disk is None else node + disk * SYSTEM_BOOT_DISK_GB
+    cost = _times(each, SYSTEM_NODE_COUNT)
+    return Line(
+        f"system pool {SYSTEM_NODE_COUNT} x {SYSTEM_MACHINE_TYPE} + {SYSTEM_BOOT_DISK_GB} GB {SYSTEM_BOOT_DISK_TYPE}",
+        cost,
+        cost,
+        "on-demand; kube-dns and GKE's add-ons; the TTL does not stop it, `pulumi destroy` does",
     )
 
 
@@ -172,14 +223,17 @@ def _hours(hours: float) -> str:
 def render(est: Estimate) -> list[str]:
     """The plan's cost lines: spot and on-demand side by side, the stack's own model marked."""
     uses = MODEL_COLUMN.get(est.provisioning, est.provisioning)
-    width = max(len(line.item) for line in est.lines) + 2
+    # A line with a note is marked [n] and its note printed under the table: what a price covers is part of it.
+    notes = [line.note for line in est.lines if line.note]
+    items = [f"{line.item} [{notes.index(line.note) + 1}]" if line.note else line.item for line in est.lines]
+    width = max(len(item) for item in items) + 2
     out = [
         f"Estimated cost (an ESTIMATE in USD from deepep_a4/tools/prices.yaml, {est.region}; "
         "spot prices change, check before you budget):",
         f"  {'':<{width}}{'spot/h':>12}{'on-demand/h':>14}",
     ]
-    for line in est.lines:
-        out.append(f"  {line.item:<{width}}{_money(line.spot):>12}{_money(line.on_demand):>14}")
+    for item, line in zip(items, est.lines, strict=True):
+        out.append(f"  {item:<{width}}{_money(line.spot):>12}{_money(line.on_demand):>14}")
     out.append(f"  {'total per hour':<{width}}{_money(est.spot_hourly):>12}{_money(est.on_demand_hourly):>14}")
     cap = f"per TTL ({_hours(est.cap_hours)})" if est.ttl_hours is not None else "per day (no TTL)"
     out.append(
@@ -191,6 +245,7 @@ def render(est: Estimate) -> list[str]:
         out.append(f"  this stack uses {est.provisioning}: its rate is unknown here (both columns for reference)")
     if est.unknown_items:
         out.append("  not in the totals (price unknown): " + "; ".join(est.unknown_items))
+    out.extend(f"  [{i}] {note}" for i, note in enumerate(notes, 1))
     return out
 
 

@@ -54,6 +54,23 @@ MOCK_ENGINE_VERSIONS: dict[str, Any] = {
 }
 
 
+# A MOCK of GCE's image families (gcp.compute.get_image), not a fact: the newest image of a family is looked
+# up when a gce stack is first deployed. The names are real images of these families (the accelerator one is
+# what GoogleCloudPlatform/cluster-toolkit's a4high-slurm-blueprint.yaml builds on); a family not listed
+# answers with an invented name.
+MOCK_IMAGES: dict[str, str] = {
+    "ubuntu-2404-lts-amd64": "ubuntu-2404-noble-amd64-v20260517",
+    "ubuntu-accelerator-2404-amd64-with-nvidia-580": "ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522",
+}
+
+
+def _mock_image(args: dict[str, Any]) -> dict[str, Any]:
+    project, family = args.get("project"), args.get("family")
+    name = args.get("name") or MOCK_IMAGES.get(family or "", f"{family}-v20260101")
+    link = f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}"
+    return {"name": name, "family": family or "", "project": project, "selfLink": link, "status": "READY"}
+
+
 def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: str) -> dict[str, Any]:
     """Values a real provider computes and the program reads back (keys camelCase)."""
     res_name = inputs.get("name") or name
@@ -87,6 +104,8 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
     if type_ == "gcp:serviceaccount/account:Account":
         out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
         out["member"] = f"serviceAccount:{out['email']}"
+    if type_ == "pulumi:index:Stash":  # the builtin keeps its first input as `output`
+        out["output"] = inputs.get("input")
     if type_ == "gcp:storage/bucket:Bucket":
         out["url"] = f"gs://{res_name}"
     if type_ == "gcp:compute/address:Address" and "address" not in inputs:
@@ -129,6 +148,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             return {"projectId": self.project, "number": MOCK_PROJECT_NUMBER, "name": self.project}, []
         if invoke == "gcp:container/getEngineVersions:getEngineVersions":
             return {**MOCK_ENGINE_VERSIONS, "location": args.args.get("location"), "project": self.project}, []
+        if invoke == "gcp:compute/getImage:getImage":
+            return _mock_image(dict(args.args)), []
         if invoke == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": self.project, "region": "", "zone": ""}, []
         return {}, []
@@ -144,6 +165,7 @@ class Registration:
     custom: bool
     dependencies: list[str] = field(default_factory=list)
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
 
 
 class RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -165,6 +187,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 request.custom,
                 list(request.dependencies),
                 list(request.ignoreChanges),
+                list(request.replaceOnChanges),
             )
         )
         return response
@@ -265,6 +288,8 @@ def run_program(
             entry["dependsOn"] = depends
         if reg.ignore_changes:
             entry["ignoreChanges"] = sorted(reg.ignore_changes)
+        if reg.replace_on_changes:
+            entry["replaceOnChanges"] = sorted(reg.replace_on_changes)
         resources.append(entry)
     result = PlanResult(stack, config.PROJECT_NAME, resources, _jsonable(resolved), artifacts.published())
     return result, mocks
