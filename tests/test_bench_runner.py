@@ -43,13 +43,13 @@ def fake_deepep(tmp: Path, outputs: dict[str, str], extra: str = "") -> Path:
     return tmp / "DeepEP"
 
 
-def run(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+def run(tmp: Path, *args: str, env: dict[str, str] | None = None, results: str = "results") -> tuple[int, str]:
     out = io.StringIO()
     old = dict(os.environ)
     try:
         # This machine has no HCAs: the device check before RDMA tests has its own tests below.
         os.environ.update({"BENCH_SKIP_DEVICE_CHECK": "1", **(env or {})})
-        rc = run_bench.main([*args, "--results-dir", str(tmp / "results")], out=out)
+        rc = run_bench.main([*args, "--results-dir", str(tmp / results)], out=out)
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -63,7 +63,7 @@ def deepep(tmp_path: Path) -> Path:
 
 def test_runs_tests_streams_output_and_writes_json(tmp_path: Path, deepep: Path) -> None:
     rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--processes", "2")
-    assert rc == 0, out
+    assert rc == 1, out  # the H200's low-latency output shows NVSHMEM refusing IBGDA (no NICs there)
     # Streamed: the tests' own lines appear between the runner's markers.
     assert out.index('[runner] begin {"argv"') < out.index("[tuning] Best combine") < out.index("[runner] end")
     results = tmp_path / "results"
@@ -71,9 +71,12 @@ def test_runs_tests_streams_output_and_writes_json(tmp_path: Path, deepep: Path)
     assert intra["status"] == "passed" and intra["rc"] == 0
     assert any(r["kind"] == "best" for r in intra["records"])
     summary = json.loads((results / "summary.json").read_text())
-    assert [t["test"] for t in summary["tests"]] == ["intranode", "low-latency"]
-    assert summary["status"] == "passed"
+    assert [(t["test"], t["status"]) for t in summary["tests"]] == [("intranode", "passed"), ("low-latency", "failed")]
+    assert summary["tests"][1]["problems"][0].startswith("transport check FAIL: line 3: NVSHMEM could not start IBGDA")
     assert (results / "low-latency.log").read_text().startswith("[runner] begin")
+    # What ran is in every begin marker and the summary; "unknown" where this machine says nothing.
+    assert summary["ran"]["deepep_ref"] == "unknown" and summary["ran"]["kernel"] == os.uname().release
+    assert json.loads((results / "low-latency.json").read_text())["begin"]["ran"] == summary["ran"]
 
 
 def test_passes_the_stack_arguments_to_each_test(tmp_path: Path, deepep: Path) -> None:
@@ -94,7 +97,7 @@ def test_passes_the_stack_arguments_to_each_test(tmp_path: Path, deepep: Path) -
         "64",
         env={"BENCH_LOW_LATENCY_TOKENS": "64", "BENCH_LOW_LATENCY_EXPERTS": "32"},
     )
-    assert rc == 0
+    assert rc == 1  # low-latency: the H200 output shows NVSHMEM refusing IBGDA; the arguments are the point
     intra = json.loads((tmp_path / "seen-intranode.json").read_text())["argv"][1:]
     assert intra == [
         "--num-processes",
@@ -120,6 +123,8 @@ def test_env_file_loaded_and_nonblocking_unset(tmp_path: Path, deepep: Path) -> 
         "--deepep-dir",
         str(deepep),
         "--skip-nccl-check",
+        "--tests",
+        "intranode",
         "--processes",
         "2",
         "--env-file",
@@ -209,17 +214,31 @@ def test_failed_nccl_check_skips_deepep_and_blames_the_fabric(tmp_path: Path, de
     assert not (tmp_path / "seen-intranode.json").exists()
 
 
-def run_internode(tmp: Path, deepep: Path, ib: Path, rank: int) -> tuple[int, str]:
+IBGDA_ENV = {"NVSHMEM_REMOTE_TRANSPORT": "ibgda", "NVSHMEM_IB_ENABLE_IBGDA": "1", "NVSHMEM_IBGDA_NIC_HANDLER": "gpu"}
+
+
+def run_internode(
+    tmp: Path, deepep: Path, ib: Path, rank: int, env: dict[str, str] | None = None, results: str = "results"
+) -> tuple[int, str]:
     """The internode test as pod `rank` of a 2-node Indexed Job runs it, with NIC counters under ib."""
     args = ["--deepep-dir", str(deepep), "--skip-nccl-check", "--tests", "internode", "--ib-sysfs", str(ib)]
     job = {"WORLD_SIZE": "2", "JOB_COMPLETION_INDEX": str(rank), "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
-    return run(tmp, *args, env=job)
+    return run(tmp, *args, env=job | (env or {}), results=results)
 
 
 def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> None:
     deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()})
     rc, out = run_internode(tmp_path, deepep, tmp_path / "no-counters", rank=1)
-    assert rc == 0, out
+    # The test completed, but without counters and with no transport named nothing proves RDMA: not a pass.
+    assert rc == 1, out
+    (test,) = json.loads((tmp_path / "results" / "summary.json").read_text())["tests"]
+    assert test["status"] == "unproven"
+    assert test["problems"] == [
+        "transport check not run: NVSHMEM_REMOTE_TRANSPORT=unset: the test ran without IBGDA (the installer's env "
+        "file sets ibgda on a machine with RDMA NICs)",
+        f"NIC check not run: NIC counters not read (no readable port_xmit_data under {tmp_path / 'no-counters'}/*/"
+        "ports/*/counters): nothing shows that the traffic crossed the NICs",
+    ]
     seen = json.loads((tmp_path / "seen-internode.json").read_text())["env"]
     assert (seen["WORLD_SIZE"], seen["RANK"], seen["MASTER_ADDR"]) == ("2", "1", "localhost")
     assert seen["MASTER_PORT"] == "29501"  # every test its own port, the same on every node
@@ -243,8 +262,8 @@ def test_internode_traffic_must_spread_over_the_nics(tmp_path: Path, busy_nics: 
         f"    c.write_text(str(int(c.read_text()) + 250_000_000 // {busy_nics}))\n"
     )
     deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
-    rc, out = run_internode(tmp_path, deepep, ib, rank=0)
-    assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log either way
+    rc, out = run_internode(tmp_path, deepep, ib, rank=0, env=IBGDA_ENV)
+    assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log (the end marker) either way
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     if passes:
         assert rc == 0, out
@@ -279,6 +298,22 @@ def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
         RunnerSettings.from_env({"BENCH_HIDDEN": "x"})
     with pytest.raises(ValueError, match=r"BENCH_TOPK='0' must be above 0"):
         RunnerSettings.from_env({"BENCH_TOPK": "0"})
+    assert RunnerSettings().repeats == 1 and RunnerSettings.from_env({"BENCH_REPEATS": "10"}).repeats == 10
+    with pytest.raises(ValueError, match=r"BENCH_REPEATS='11' must be 1 to 10"):
+        RunnerSettings.from_env({"BENCH_REPEATS": "11"})
+
+
+def test_bench_repeats_of_a_stack_reach_the_runner_and_share_its_bounds() -> None:
+    from deepep_a4.config import rules
+    from deepep_a4.node.bench.settings import MAX_REPEATS
+    from deepep_a4.program import gce_bench
+    from tests.conftest import stack_config
+
+    assert rules.BENCH_MAX_REPEATS == MAX_REPEATS
+    cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200", benchRepeats="3")), "gce-b200")
+    assert gce_bench.bench_settings(cfg, [])["runnerEnv"]["BENCH_REPEATS"] == "3"
+    with pytest.raises(config.ConfigError, match=r"benchRepeats.*11.*must be 1 to 10"):
+        config.parse(plan_engine.project_keys(stack_config("gce-b200", benchRepeats="11")), "gce-b200")
 
 
 def test_both_platforms_hand_the_runner_the_same_settings() -> None:
@@ -374,3 +409,112 @@ def test_rdma_tests_do_not_start_where_the_pod_sees_no_hca(tmp_path: Path, deepe
     assert by_test["low-latency"]["status"] == "failed"
     assert by_test["low-latency"]["problems"][0].startswith("not run: ")
     assert "libibverbs" in by_test["low-latency"]["problems"][0]
+
+
+# -- repeated starts, what ran, and the evidence the report needs (issue 19 point 7) --------------------
+
+
+def test_repeated_starts_run_each_test_again_and_record_the_spread(tmp_path: Path, deepep: Path) -> None:
+    rc, out = run(
+        tmp_path,
+        "--deepep-dir",
+        str(deepep),
+        "--skip-nccl-check",
+        "--tests",
+        "intranode",
+        "--processes",
+        "2",
+        env={"BENCH_REPEATS": "3"},
+    )
+    assert rc == 0, out
+    results = tmp_path / "results"
+    assert sorted(p.name for p in results.glob("intranode*.log")) == [
+        "intranode-2.log",
+        "intranode-3.log",
+        "intranode.log",
+    ]
+    summary = json.loads((results / "summary.json").read_text())
+    assert [(t["test"], t["repeat"], t["status"]) for t in summary["tests"]] == [
+        ("intranode", i, "passed") for i in (1, 2, 3)
+    ]
+    bf16 = summary["spread"]["intranode"]["dispatch_BF16_nvl_bw"]
+    assert bf16 == {"min": 331.99, "median": 331.99, "max": 331.99, "n": 3}  # the same recorded output each time
+    begins = [json.loads(line.split(" ", 2)[2]) for line in out.splitlines() if line.startswith("[runner] begin")]
+    assert [(b["repeat"], b["repeats"]) for b in begins] == [(1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize("value", ["0", "11", "x"])
+def test_repeats_outside_1_to_10_is_a_usage_error(tmp_path: Path, deepep: Path, value: str) -> None:
+    with pytest.raises(SystemExit) as err:
+        run(tmp_path, "--deepep-dir", str(deepep), env={"BENCH_REPEATS": value})
+    assert err.value.code == 2
+
+
+def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Path, deepep: Path) -> None:
+    """DEEPEP_ROOT (the env file exports it) holds the rendered config.sh and the installer's status.json."""
+    from deepep_a4.node.bench.bench_env import what_ran
+    from deepep_a4.program import installer
+    from tests.conftest import stack_config
+
+    cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200")
+    root = tmp_path / "deepep-root"
+    (root / "installer").mkdir(parents=True)
+    (root / "installer" / "config.sh").write_text(installer.render_installer(cfg, "gke")["config.sh"])
+    (root / "state").mkdir()
+    status = ROOT / "tests/fixtures/install/hw/hwtest-3.5.1-h200x2.status.json"  # a real install's status
+    (root / "state" / "status.json").write_text(status.read_text())
+    git = deepep / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "refs" / "heads" / "main").write_text("29d31c0" + "0" * 33 + "\n")
+    proc = tmp_path / "proc"
+    (proc / "driver" / "nvidia").mkdir(parents=True)
+    (proc / "driver" / "nvidia" / "version").write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.126.09  Release Build  (dvs-builder@U16)\n"
+    )
+    ran = what_ran({"DEEPEP_ROOT": str(root), "PATH": os.environ["PATH"]}, sys.executable, deepep, proc)
+    v = cfg.versions
+    assert (ran["stack"], ran["deepep_ref"], ran["nvshmem"], ran["cuda"]) == (
+        "gke-b200",
+        v.deepep_ref,
+        v.nvshmem,
+        v.cuda,
+    )
+    assert ran["deepep_commit"] == installer.deepep_commit(v.deepep_ref) and ran["deepep_pr466"] == (
+        "on" if v.deepep_pr466 else "off"
+    )
+    assert ran["installer_hash"] == "54ab78f4027e1902" and ran["install_updated"] == "2026-11-24T01:50:41Z"
+    assert ran["verify_rdma"].startswith("no RDMA NICs on this machine")  # the H200 hwtest: no RDMA proof
+    assert ran["driver"] == "580.126.09" and ran["deepep_checkout"] == "29d31c0" + "0" * 33
+    assert ran["image"] == "unknown"  # a container cannot see its image; the report takes the pod's
+    assert what_ran({}, "/nonexistent/python", None, proc)["deepep_ref"] == "unknown"
+    # The open kernel modules (B200 needs them) name themselves differently: this line is an H100's, read there.
+    (proc / "driver" / "nvidia" / "version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n"
+    )
+    assert what_ran({}, "/nonexistent/python", None, proc)["driver"] == "580.159.04"
+
+
+def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: Path) -> None:
+    """Runner to report: both pods of the Indexed Job record IBGDA and traffic on all eight NICs."""
+    from deepep_a4.tools import report
+
+    send = (
+        "from pathlib import Path\nimport os\n"
+        "ib = Path(os.environ['FAKE_IB'])\nfor i in range(8):\n"
+        "    c = ib / f'mlx5_{i}/ports/1/counters/port_xmit_data'\n"
+        "    c.write_text(str(int(c.read_text()) + 250_000_000))\n"
+    )
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
+    for rank in (0, 1):
+        ib = fake_ib_sysfs(tmp_path / f"ib-{rank}")
+        rc, out = run_internode(
+            tmp_path, deepep, ib, rank, env=IBGDA_ENV | {"FAKE_IB": str(ib)}, results=f"node-{rank}"
+        )
+        assert rc == 0, out
+    both = [i for r in (0, 1) for i in report.PathSource(str(tmp_path / f"node-{r}")).items()]
+    rep = report.analyze(both, 0.5, ["node-0", "node-1"])
+    assert rep.verdict == "PASS", [(c.origin, c.name, c.detail) for c in rep.open_checks]
+    one_node = report.analyze(report.PathSource(str(tmp_path / "node-0")).items(), 0.5, ["node-0"])
+    assert one_node.verdict == "NOT PROVEN"
+    assert any(c.detail.startswith("no result from node(s) 1 of 2") for c in one_node.open_checks)

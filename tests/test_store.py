@@ -410,7 +410,10 @@ def test_deepep_ran_through_the_environment_the_hardware_test_installed() -> Non
     expect = bench_parse.Expect(2, 1)
     [intra] = bench_parse.parse_log((HW / "h200x2_test_intranode.log").read_text(), "intranode", expect)
     [ll] = bench_parse.parse_log((HW / "h200x2_test_low_latency.log").read_text(), "low-latency", expect)
-    assert intra.passed and ll.passed
+    assert intra.passed
+    # Low-latency ran and printed every rank's figure, but with NVLink on and no NICs nothing proves the
+    # RDMA path, so the fail-closed verdict (docs/benchmarks.md) does not call it a pass.
+    assert not ll.passed and all("not run" in p or "NIC" in p for p in ll.problems), ll.problems
     assert intra.summary["values"] == {
         "combine_nvl_bw": 292.3,
         "dispatch_BF16_nvl_bw": 340.14,

@@ -231,6 +231,7 @@ KEYS: tuple[Key, ...] = (
     Key("internodeTokens", int, 4096, "Tokens of test_internode.py."),
     Key("internodeExperts", int, 256, "Experts of test_internode.py."),
     Key("benchTimeoutMinutes", int, 30, "Timeout of one benchmark test."),
+    Key("benchRepeats", int, 1, "Starts of each DeepEP test in a row (1-10); from 3 the report gives min/median/max."),
     Key("benchGateRatio", str, "0.5", "A result below this fraction of the B200 baseline fails the report."),
 )
 

@@ -133,6 +133,7 @@ class BenchmarkOptions:
     internode: BenchCase
     timeout_minutes: int
     gate_ratio: float
+    repeats: int = 1  # starts of each test (the runner's BENCH_REPEATS)
 
 
 @dataclass(frozen=True)

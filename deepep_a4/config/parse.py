@@ -154,6 +154,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             internode=model.BenchCase(v["internodeTokens"], v["internodeExperts"]),
             timeout_minutes=v["benchTimeoutMinutes"],
             gate_ratio=float(v["benchGateRatio"]),
+            repeats=v["benchRepeats"],
         ),
     )
 

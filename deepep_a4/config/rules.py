@@ -19,6 +19,8 @@ from deepep_a4.config.keys import (
 )
 from deepep_a4.config.model import parse_image_ref
 
+BENCH_MAX_REPEATS = 10
+
 _VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
@@ -367,6 +369,9 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
         if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
             problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
+    # The runner's MAX_REPEATS (node/bench/settings.py, which config may not import); a test keeps them equal.
+    if not 1 <= v["benchRepeats"] <= BENCH_MAX_REPEATS:
+        problems.append(Problem("benchRepeats", v["benchRepeats"], f"must be 1 to {BENCH_MAX_REPEATS}"))
     try:
         ratio = float(v["benchGateRatio"])
         if not 0 <= ratio <= 1:

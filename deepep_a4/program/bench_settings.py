@@ -20,4 +20,5 @@ def runner_settings(cfg: StackConfig) -> RunnerSettings:
         internode_experts=b.internode.experts,
         timeout_minutes=b.timeout_minutes,
         hcas=cfg.shape.rdma_nics,
+        repeats=b.repeats,
     )

@@ -3,8 +3,9 @@
 
     python3 parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
 
-prints one JSON record per line and exits 0 when every test in the log completed and passed, 1 when a
-test failed, or its output is truncated, unknown or missing (the reasons go to stderr), 2 when LOG
+prints one JSON record per line and exits 0 when every test in the log completed, passed and, for the
+RDMA tests, carries its evidence (the transport, the NIC counters: parse_records.py); 1 when a test failed,
+its output is truncated, unknown or missing, or its evidence is (the reasons go to stderr); 2 when LOG
 cannot be read (no such file, a folder) or the arguments are wrong.
 
 A log is either the raw output of one DeepEP test script (the test is then told from its lines, or
@@ -20,7 +21,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 try:  # in the package (tests, the workstation's report)
@@ -38,6 +39,10 @@ LL_METRICS = bench_records.LL_METRICS
 Segment = bench_records.Segment
 Expect = bench_records.Expect
 summarize = bench_records.summarize
+spread = bench_records.spread
+evidence_checks = bench_records.evidence_checks
+PASS, FAIL, NOT_RUN = bench_records.PASS, bench_records.FAIL, bench_records.NOT_RUN
+PASSED, FAILED, UNPROVEN = bench_records.PASSED, bench_records.FAILED, bench_records.UNPROVEN
 
 
 def split_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -332,10 +337,13 @@ class Result:
     problems: list[str]
     summary: dict[str, Any]
     begin: dict[str, Any] | None = None
+    status: str = bench_records.PASSED  # passed | failed | unproven (parse_records.judge)
+    checks: list[dict[str, str]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return self.status == bench_records.PASSED and not self.problems
 
 
 def parse_log(text: str, test: str | None = None, expect: bench_records.Expect = DEFAULT_EXPECT) -> list[Result]:
@@ -351,10 +359,11 @@ def parse_log(text: str, test: str | None = None, expect: bench_records.Expect =
             exp = bench_records.Expect(
                 seg.begin.get("processes", expect.processes), seg.begin.get("nodes", expect.nodes)
             )
-        problems = bench_records.check(seg_test, recs, seg, exp)
+        status, problems, checks = bench_records.judge(seg_test, recs, seg, exp)
         for r in recs:
             r["test"] = r["test"] or seg_test
-        results.append(Result(seg_test, recs, problems, bench_records.summarize(seg_test, recs, problems), seg.begin))
+        summary = bench_records.summarize(seg_test, recs, problems, status, checks)
+        results.append(Result(seg_test, recs, problems, summary, seg.begin, status, checks, seg.end))
     return results
 
 

@@ -97,46 +97,72 @@ UNITS = {
     "size": "B",
 }
 
-# Failures the field reports hit, by what the log shows, with the fix that worked there. A failed run
-# whose log matches gets the fix added to its reasons (a passed run is never failed by these).
-KNOWN_FAILURES: tuple[tuple[re.Pattern[str], str], ...] = (
+# Failures the field reports hit, by the test that printed them and what its log shows, with the fix that
+# worked there. A failed run whose log matches gets the fix added to its reasons (a passed run is never
+# failed by these). `tests` None: the hint applies whatever the test; otherwise only to those tests, so a
+# message two tests share (a dispatch timeout) gets the fix of the test that printed it.
+ANY_TEST = None
+KNOWN_FAILURES: tuple[tuple[tuple[str, ...] | None, re.Pattern[str], str], ...] = (
     (
+        ("internode",),
         re.compile(r"timeout \(dispatch CPU\)|num_recv_tokens: -1"),
         "internode dispatch timed out: DeepEP was built against PyTorch's NVSHMEM, not the IBGDA build "
         "(troubleshooting T12): nvshmemSource=source, and the build log must say 'NVSHMEM path: <root>/nvshmem'",
     ),
     (
+        # DeepEP's intranode dispatch prints "CPU recv timeout" (csrc/deep_ep.cpp, v1.2.1 and 29d31c0); "timeout
+        # (dispatch CPU)" is its internode message, matched here too in case a build reuses it.
+        ("intranode",),
+        re.compile(r"CPU recv timeout|timeout \(dispatch CPU\)"),
+        "intranode dispatch timed out: a rank never reached the NVLink barrier within DeepEP's CPU timeout "
+        "(100 s). No NVSHMEM or NIC is involved here: look for an earlier error of another rank, check that no "
+        "other process holds the GPUs (nvidia-smi) and that every GPU pair shows NV# in `nvidia-smi topo -m` "
+        "(docs/benchmarks.md, known failures)",
+    ),
+    (
+        ANY_TEST,
         re.compile(r"NVSHMEM device library version does not match"),
         "two NVSHMEM copies loaded (troubleshooting T03): run with the installer's env file, which preloads "
         "the source build's libnvshmem_host.so.3 over PyTorch's",
     ),
     (
+        ANY_TEST,
         re.compile(r"named symbol not found"),
         "DeepEP was compiled for another GPU arch (troubleshooting T13): rebuild with TORCH_CUDA_ARCH_LIST=10.0 "
         "on B200 (the installer's deepep phase does: run.sh --redo deepep)",
     ),
     (
+        ANY_TEST,
         re.compile(r"IBVERBS_PRIVATE_\d+' not found|IBVERBS_PRIVATE_\d+ not found"),
         "libibverbs and libmlx5 come from different rdma-core releases (troubleshooting T16): use the env file's "
         "RDMAV_DRIVERS/LD_LIBRARY_PATH from one install, never the image's and DOCA's mixed",
     ),
     (
+        ANY_TEST,
         re.compile(r"Failed to initialize any NET plugin|NET/\w+ : .*mismatch|shim.*mismatch", re.IGNORECASE),
         "NCCL found no usable network plugin (troubleshooting T16): on GKE the gIB plugin must match NCCL; without it "
         "unset NCCL_NET and let NCCL use IB verbs",
     ),
     (
+        ANY_TEST,
         re.compile(r"couldn't load driver 'libmlx5|unable to load driver.*mlx5", re.IGNORECASE),
         "the mlx5 verbs provider did not load (troubleshooting T16): the env file's RDMAV_DRIVERS must point at the "
         "provider of the same rdma-core as libibverbs",
     ),
 )
+HINT_PREFIX = "known failure: "
 
 
-def known_failure_hints(lines: Iterable[str]) -> list[str]:
-    """The fix of every known failure the lines show, each once, in table order."""
+def known_failure_hints(lines: Iterable[str], test: str | None = None) -> list[str]:
+    """The fix of every known failure the lines of `test` show, each once, in table order. A hint kept for
+    some tests is given only when `test` is one of them (never to a log whose test is unknown)."""
     text = "\n".join(lines)
-    return [f"known failure: {fix}" for pattern, fix in KNOWN_FAILURES if pattern.search(text)]
+    return [
+        HINT_PREFIX + fix
+        for tests, pattern, fix in KNOWN_FAILURES
+        if (tests is None or test in tests) and pattern.search(text)
+    ]
 
 
-# What one rank of the low-latency test prints: every rank must print all of these.
+# NVSHMEM names the transport it could not start: "...nvshmemi_transport_init:282: init failed for transport: IBGDA".
+RE_TRANSPORT_FAILED = re.compile(r"init failed for transport: (?P<transport>\w+)")

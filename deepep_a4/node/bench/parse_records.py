@@ -12,11 +12,16 @@ Record fields:
     values   numbers, with their units in `units` (GB/s, us, ms, MB, B)
     line     line number in the log (1-based)
 
-Stdlib only: shipped next to run_bench.py.
+A parsed test is judged twice: its own output (complete, every case passed) and, for the tests that use
+RDMA (low-latency, internode), the evidence the runner recorded around it: the transport (its `[runner]
+begin` record of the NVSHMEM settings, and no NVSHMEM transport failure in the log) and the NIC counters
+(its `[runner] end` record). Missing evidence is "not run", never a pass: the test's status is then
+"unproven". Stdlib only: shipped next to run_bench.py.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,15 +83,129 @@ class Expect:
     nodes: int | None = None
 
 
+# Status of one check, and of a judged test.
+PASS, FAIL, NOT_RUN = "pass", "FAIL", "not run"
+PASSED, FAILED, UNPROVEN = "passed", "failed", "unproven"
+RDMA_TESTS = ("low-latency", "internode")
+# A NIC "carries" the test when it sent at least this share of the bytes all the node's NICs sent.
+NIC_BUSY_SHARE = 0.05
+
+
 def check(
     test: str | None, recs: list[dict[str, Any]], seg: Segment | None = None, expect: Expect = Expect()
 ) -> list[str]:
-    """Every reason why `recs` are not a complete, passed run of `test`; empty when it passed. A failed
-    run also gets the fix of each known failure its lines show."""
+    """Every reason why `recs` are not a complete, passed and proven run of `test`; empty when it passed."""
+    return judge(test, recs, seg, expect)[1]
+
+
+def judge(
+    test: str | None, recs: list[dict[str, Any]], seg: Segment | None = None, expect: Expect = Expect()
+) -> tuple[str, list[str], list[dict[str, str]]]:
+    """(status, reasons, evidence checks) of a parsed test. Status: passed; failed (its output or a check
+    failed); unproven (nothing failed, but a check had no evidence). A run that is not passed also gets the
+    fix of each known failure its lines show, for the test that printed them."""
     problems = _incomplete_or_failed(test, recs, seg, expect)
+    checks = evidence_checks(test, seg)
+    status = PASSED
+    if problems or any(c["status"] == FAIL for c in checks):
+        status = FAILED
+    elif any(c["status"] == NOT_RUN for c in checks):
+        status = UNPROVEN
+    problems += [f"{c['check']} check {c['status']}: {c['detail']}" for c in checks if c["status"] in (FAIL, NOT_RUN)]
     if problems and seg is not None:
-        problems += bench_patterns.known_failure_hints(line for _, line in seg.lines)
-    return problems
+        problems += bench_patterns.known_failure_hints((line for _, line in seg.lines), test)
+    return status, problems, checks
+
+
+# -- evidence of the transport and the NICs (low-latency, internode) ------------------------------------
+
+
+def evidence_checks(test: str | None, seg: Segment | None) -> list[dict[str, str]]:
+    """The transport and NIC checks of an RDMA test, from the runner's records around its output."""
+    if test not in RDMA_TESTS:
+        return []
+    begin = seg.begin if seg is not None else None
+    end = seg.end if seg is not None else None
+    lines = seg.lines if seg is not None else []
+    status, detail = transport_verdict(begin, lines)
+    checks = [{"check": "transport", "status": status, "detail": detail}]
+    status, detail = nic_check(test, begin, end)
+    checks.append({"check": "NIC", "status": status, "detail": detail})
+    return checks
+
+
+def transport_verdict(begin: dict[str, Any] | None, lines: list[tuple[int, str]]) -> tuple[str, str]:
+    """IBGDA named by the runner's record of the test's NVSHMEM settings, and not refused in the log."""
+    for n, line in lines:
+        m = bench_patterns.RE_TRANSPORT_FAILED.search(line)
+        if m and m["transport"].upper() == "IBGDA":
+            return FAIL, (
+                f"line {n}: NVSHMEM could not start IBGDA ('init failed for transport: IBGDA'), so no byte went "
+                "through a NIC (troubleshooting T21: does the process see the node's HCAs?)"
+            )
+    transport = (begin or {}).get("transport")
+    if not isinstance(transport, dict):
+        return NOT_RUN, "the log does not name the transport (no NVSHMEM settings in the runner's begin record)"
+    remote = str(transport.get("NVSHMEM_REMOTE_TRANSPORT") or "unset")
+    if remote.lower() != "ibgda":
+        return NOT_RUN, (
+            f"NVSHMEM_REMOTE_TRANSPORT={remote}: the test ran without IBGDA (the installer's env file sets "
+            "ibgda on a machine with RDMA NICs)"
+        )
+    handler = transport.get("NVSHMEM_IBGDA_NIC_HANDLER") or "unset"
+    return PASS, f"IBGDA (NVSHMEM_REMOTE_TRANSPORT=ibgda, NIC handler {handler}); no transport failure in the log"
+
+
+def nic_check(test: str, begin: dict[str, Any] | None, end: dict[str, Any] | None) -> tuple[str, str]:
+    """Whether the test's traffic crossed every NIC of this node. Low-latency on one node with NVLink on
+    sends nothing through a NIC (NVSHMEM P2P): there the installer's verify must have done it."""
+    begin = begin or {}
+    argv = begin.get("argv") or []
+    over_nvlink = test == "low-latency" and "--disable-nvlink" not in argv and (begin.get("nodes") or 1) == 1
+    if not over_nvlink:
+        return nic_verdict((end or {}).get("nics"))
+    ran = begin.get("ran") if isinstance(begin.get("ran"), dict) else {}
+    proof = str((ran or {}).get("verify_rdma") or "")
+    if proof.startswith("RDMA path:"):
+        return PASS, f"NVLink carried this test (one node); the installer's verify on this node: {proof}"
+    return NOT_RUN, (
+        "NVLink carried this test (one node, NVLink on), and no proof that this node's NICs carry RDMA was "
+        "recorded (the installer's verify note in status.json); BENCH_LOW_LATENCY_ARGS=--disable-nvlink "
+        "sends the test itself through the NICs"
+    )
+
+
+def nic_verdict(nics: Any) -> tuple[str, str]:
+    """Judges the runner's NIC record: bytes each RDMA NIC of this node sent during the test."""
+    if not isinstance(nics, dict):
+        return NOT_RUN, "the log has no record of the NIC counters around the test"
+    if nics.get("error"):
+        return NOT_RUN, f"NIC counters not read ({nics['error']}): nothing shows that the traffic crossed the NICs"
+    sent = {str(k): v for k, v in (nics.get("sent") or {}).items() if isinstance(v, (int, float))}
+    expected = nics.get("expected") or 0
+    total = sum(sent.values())
+    if len(sent) < expected:
+        return FAIL, f"counters of {len(sent)} NIC(s) {sorted(sent)}, the machine type has {expected}"
+    if total == 0:
+        return FAIL, f"none of the {len(sent)} NICs sent a byte during the test: its traffic did not cross them"
+    busy = [k for k, v in sent.items() if v >= NIC_BUSY_SHARE * total]
+    if len(busy) == 1 and len(sent) > 1:
+        return FAIL, (
+            f"RDMA traffic on one NIC only ({busy[0]}: {sent[busy[0]] / total:.0%} of {total / 1e9:.2f} GB): "
+            f"every GPU used the same NIC, so DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) is not in effect "
+            f"(troubleshooting T10, ~6.5 GB/s): set deepepPr466=true"
+        )
+    idle = sorted(set(sent) - set(busy))
+    if idle:
+        return FAIL, (
+            f"RDMA traffic on {len(busy)} of {len(sent)} NICs; idle (under {NIC_BUSY_SHARE:.0%} of "
+            f"{total / 1e9:.2f} GB): {', '.join(idle)} (troubleshooting T10)"
+        )
+    least = min(sent, key=lambda k: sent[k])
+    return PASS, (
+        f"every one of {len(sent)} NICs carried traffic: {total / 1e9:.2f} GB in all, the least "
+        f"{sent[least] / 1e9:.2f} GB on {least}"
+    )
 
 
 def _incomplete_or_failed(
@@ -95,9 +214,14 @@ def _incomplete_or_failed(
     problems: list[str] = []
     if test is None:
         return ["no DeepEP or NCCL result lines found"]
-    errors = [r for r in recs if r["kind"] == "error"]
-    for e in errors[:5]:
-        problems.append(f"line {e['line']}: {e['name']}: {e.get('text', '')}")
+    # The same error from every rank is one reason with all its lines: grouped, never dropped.
+    errors: dict[tuple[str, str], list[int]] = {}
+    for r in recs:
+        if r["kind"] == "error":
+            errors.setdefault((r["name"], r.get("text", "")), []).append(r["line"])
+    for (name, text), at in errors.items():
+        where = f"line {at[0]}" if len(at) == 1 else f"lines {_line_list(at)}"
+        problems.append(f"{where}: {name}: {text}")
     if seg is not None and seg.begin is not None and seg.end is None:
         problems.append("truncated: the runner never reported the end of this test")
     if seg is not None and seg.end is not None:
@@ -149,10 +273,14 @@ def _incomplete_or_failed(
                 ranks.setdefault(r["rank"], set()).add(r["name"])
         if not ranks:
             problems.append("truncated: no [rank N] result line")
+        lacking: dict[str, list[int]] = {}
         for rank in sorted(ranks):
             missing = [m for m in LL_METRICS if m not in ranks[rank]]
             if missing:
-                problems.append(f"truncated: rank {rank} printed no {', '.join(missing)}")
+                lacking.setdefault(", ".join(missing), []).append(rank)
+        for missing_text, which in lacking.items():
+            who = f"rank {which[0]}" if len(which) == 1 else f"ranks {', '.join(map(str, which))}"
+            problems.append(f"truncated: {who} printed no {missing_text}")
         if expect.processes and (expect.nodes or 1) == 1 and ranks:
             absent = sorted(set(range(expect.processes)) - set(ranks))
             if absent:
@@ -160,7 +288,18 @@ def _incomplete_or_failed(
     return problems
 
 
-def summarize(test: str | None, recs: list[dict[str, Any]], problems: list[str]) -> dict[str, Any]:
+def _line_list(lines: list[int], show: int = 8) -> str:
+    text = ", ".join(map(str, lines[:show]))
+    return text + (f" and {len(lines) - show} more" if len(lines) > show else "")
+
+
+def summarize(
+    test: str | None,
+    recs: list[dict[str, Any]],
+    problems: list[str],
+    status: str | None = None,
+    checks: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     cases = [r for r in recs if r["kind"] == "case"]
     values: dict[str, float | None] = {}
     for r in recs:
@@ -181,8 +320,26 @@ def summarize(test: str | None, recs: list[dict[str, Any]], problems: list[str])
         "summary",
         0,
         values=values,
-        status="passed" if not problems else "failed",
+        status=status or (PASSED if not problems else FAILED),
         problems=problems,
+        checks=checks or [],
         cases_passed=sum(1 for c in cases if c["passed"]),
         cases_total=len(cases),
     )
+
+
+def spread(summaries: list[tuple[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """test -> figure -> min, median, max and n, over the summary values of a test started more than once."""
+    by_test: dict[str, dict[str, list[float]]] = {}
+    for test, values in summaries:
+        for key, value in values.items():
+            by_test.setdefault(test, {}).setdefault(key, []).append(value)
+    return {
+        test: {
+            k: {"min": min(v), "median": statistics.median(v), "max": max(v), "n": len(v)}
+            for k, v in figures.items()
+            if len(v) > 1
+        }
+        for test, figures in by_test.items()
+        if any(len(v) > 1 for v in figures.values())
+    }

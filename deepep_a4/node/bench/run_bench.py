@@ -11,7 +11,10 @@ Inside a benchmark pod or on a VM, after the installer:
    will use, checks the data and prints its bandwidth: a broken fabric shows here, before DeepEP.
 3. Runs each DeepEP test (tests/test_intranode.py, test_low_latency.py, test_internode.py) with the
    arguments given, streams its output live, keeps it in RESULTS/<test>.log and parses it into
-   RESULTS/<test>.json (records as parse.py prints them).
+   RESULTS/<test>.json (records as parse.py prints them); --repeats N (BENCH_REPEATS) starts each test N
+   times in a row, the later starts as RESULTS/<test>-<i>.log/.json. Around each test the runner records
+   what the report needs as evidence: what ran (versions, commits: `[runner] ran`), the NVSHMEM settings
+   (the transport, in the begin marker) and the bytes every RDMA NIC sent (in the end marker).
 
 Internode: the same command runs on every node with WORLD_SIZE = number of nodes, RANK = this node's
 index (or JOB_COMPLETION_INDEX), MASTER_ADDR = node 0's address and MASTER_PORT.
@@ -28,11 +31,9 @@ import argparse
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,18 +47,32 @@ try:  # in the package (tests) or flat in the folder the files were shipped to (
         IB_SYSFS,
         build_env,
         log,
-        nic_spread,
+        nic_record,
         nic_tx_bytes,
+        stream_process,
+        transport_of,
+        what_ran,
     )
     from deepep_a4.node.bench.nccl_check import nccl_worker_main
     from deepep_a4.node.bench.preflight import RDMA_TESTS, device_problem
-    from deepep_a4.node.bench.settings import RunnerSettings
+    from deepep_a4.node.bench.settings import MAX_REPEATS, RunnerSettings
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     import parse as bench_parse  # type: ignore[no-redef]
-    from bench_env import DEEPEP_SCRIPTS, DEFAULT_PORT, IB_SYSFS, build_env, log, nic_spread, nic_tx_bytes  # type: ignore[no-redef]
+    from bench_env import (  # type: ignore[no-redef]
+        DEEPEP_SCRIPTS,
+        DEFAULT_PORT,
+        IB_SYSFS,
+        build_env,
+        log,
+        nic_record,
+        nic_tx_bytes,
+        stream_process,
+        transport_of,
+        what_ran,
+    )
     from nccl_check import nccl_worker_main  # type: ignore[no-redef]
     from preflight import RDMA_TESTS, device_problem  # type: ignore[no-redef]
-    from settings import RunnerSettings  # type: ignore[no-redef]
+    from settings import MAX_REPEATS, RunnerSettings  # type: ignore[no-redef]
 
 # -- one test --------------------------------------------------------------------------------------
 
@@ -72,56 +87,8 @@ class TestRun:
     status: str = "skipped"
     problems: list[str] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-def stream_process(
-    argv: list[str], env: dict[str, str], cwd: str, timeout_s: float, sinks: list[TextIO]
-) -> tuple[int, bool]:
-    """Runs argv in its own process group, copies its output line by line to every sink as it comes.
-
-    Returns (exit code, timed out). On timeout the whole group (the test's spawned ranks too) is
-    sent SIGTERM, then SIGKILL.
-    """
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    timed_out = threading.Event()
-
-    def kill() -> None:
-        timed_out.set()
-        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            deadline = time.monotonic() + wait
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if proc.poll() is not None:
-                return
-
-    timer = threading.Timer(timeout_s, kill)
-    timer.daemon = True
-    timer.start()
-    try:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            text = raw.decode("utf-8", errors="replace")
-            for sink in sinks:
-                sink.write(text)
-                sink.flush()
-        rc = proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    # Stray ranks that outlived the parent would hold the GPUs for the next test.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    return rc, timed_out.is_set()
+    repeat: int = 1
+    checks: list[dict[str, str]] = field(default_factory=list)
 
 
 def run_test(
@@ -133,13 +100,18 @@ def run_test(
     expect: bench_parse.Expect,
     out: TextIO,
     ib_dir: Path | None = None,
+    context: dict[str, Any] | None = None,
+    hcas: int = 0,
 ) -> TestRun:
-    """Runs one test with begin/end markers around its output, then parses and records it. With ib_dir,
-    also how much each RDMA NIC sent meanwhile, and whether the traffic was spread over the NICs."""
+    """Runs one test with begin/end markers around its output, then parses and records it. `context` goes
+    into the begin marker (node rank, start, what ran, the transport); with ib_dir, the bytes each RDMA NIC
+    sent meanwhile go into the end marker. The parser judges both (parse_records.judge)."""
     nics_before = nic_tx_bytes(ib_dir) if ib_dir else {}
     begin = {"test": run.test, "argv": run.argv, "processes": expect.processes, "nodes": expect.nodes}
+    begin.update(context or {}, repeat=run.repeat)
     log(out, "begin", begin)
-    log_path = results_dir / f"{run.test}.log"
+    stem = run.test if run.repeat == 1 else f"{run.test}-{run.repeat}"
+    log_path = results_dir / f"{stem}.log"
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as f:
         log(f, "begin", begin)
@@ -147,36 +119,31 @@ def run_test(
         run.seconds = round(time.monotonic() - start, 1)
         run.rc, run.timed_out = rc, timed_out
         end = {"test": run.test, "rc": rc, "timed_out": timed_out, "timeout_s": int(timeout_s), "seconds": run.seconds}
+        if ib_dir:
+            end["nics"] = nic_record(ib_dir, nics_before, nic_tx_bytes(ib_dir), hcas)
         log(f, "end", end)
     log(out, "end", end)
     results = bench_parse.parse_log(log_path.read_text(encoding="utf-8", errors="replace"))
     res = next((r for r in results if r.test == run.test), None)
     if res is None:
-        run.problems = [f"no output of {run.test} found in its log"]
+        run.problems, run.status = [f"no output of {run.test} found in its log"], "failed"
         records: list[dict[str, Any]] = []
     else:
-        run.problems = res.problems
+        run.problems, run.status, run.checks = res.problems, res.status, res.checks
         run.summary = res.summary
         records = res.records
-    if ib_dir:
-        sent, spread_problem = nic_spread(nics_before, nic_tx_bytes(ib_dir))
-        log(out, "info", f"{run.test}: RDMA bytes sent per NIC {json.dumps(sent, sort_keys=True)}")
-        if spread_problem and not run.problems:
-            run.problems = [spread_problem]
-    run.status = "passed" if not run.problems else "failed"
-    doc = {**asdict(run), "records": records, "host": socket.gethostname()}
-    (results_dir / f"{run.test}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    log(
-        out,
-        "result",
-        {"test": run.test, "status": run.status, "problems": run.problems, "values": run.summary.get("values", {})},
-    )
+    doc = {**asdict(run), "records": records, "host": socket.gethostname(), "begin": begin, "end": end}
+    (results_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    result = {"test": run.test, "repeat": run.repeat, "status": run.status, "problems": run.problems}
+    log(out, "result", result | {"checks": run.checks, "values": run.summary.get("values", {})})
     for p in run.problems:
         log(out, "error", f"{run.test}: {p}")
     return run
 
 
 # -- orchestration -------------------------------------------------------------------------------------
+
+SUMMARY_KEYS = ("test", "repeat", "status", "problems", "checks", "rc", "timed_out", "seconds")
 
 
 def test_argv(test: str, args: argparse.Namespace, script_dir: Path) -> list[str]:
@@ -248,6 +215,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--low-latency-args", default=e("BENCH_LOW_LATENCY_ARGS", ""))
     ap.add_argument("--internode-args", default=e("BENCH_INTERNODE_ARGS", ""))
     ap.add_argument("--timeout-minutes", type=float, default=s.timeout_minutes)
+    ap.add_argument("--repeats", type=int, choices=range(1, MAX_REPEATS + 1), default=s.repeats, metavar="1-10")
     ap.add_argument("--hcas", type=int, default=s.hcas, help="RDMA NICs the node has (checked before RDMA tests)")
     ap.add_argument(
         "--skip-device-check",
@@ -315,6 +283,10 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         return 2
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
+    # What ran, once per node: it goes into every begin marker, so each test's log carries it.
+    ran = what_ran(env, args.python, tests_dir.parent)
+    log(out, "ran", ran)
+    context: dict[str, Any] = {"node_rank": node_rank, "host": ran["host"], "repeats": args.repeats, "ran": ran}
 
     timeout_s = args.timeout_minutes * 60
     expect = bench_parse.Expect(args.processes, nodes)
@@ -346,7 +318,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             "--nccl-iters",
             str(args.nccl_iters),
         ]
-        nccl = run_test(TestRun("nccl", worker), env, str(results_dir), min(timeout_s, 900), results_dir, expect, out)
+        nccl_run = TestRun("nccl", worker)
+        nccl = run_test(nccl_run, env, str(results_dir), min(timeout_s, 900), results_dir, expect, out, None, context)
         runs.append(nccl)
         fabric_ok = nccl.status == "passed"
         port += 1
@@ -357,9 +330,11 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         seen, no_devices = device_problem(args.python, args.processes, args.hcas, prefix, env)
         log(out, "preflight", seen)
 
-    for test in tests:
+    for test, repeat in [(t, i) for t in tests for i in range(1, args.repeats + 1)]:
         port += 1
-        run = TestRun(test, test_argv(test, args, tests_dir))
+        run = TestRun(test, test_argv(test, args, tests_dir), repeat=repeat)
+        if ((no_devices and test in RDMA_TESTS) or not fabric_ok) and repeat > 1:
+            continue  # said once for the test
         if no_devices and test in RDMA_TESTS:
             run.problems = [f"not run: {no_devices}"]
             run.status = "failed"
@@ -374,19 +349,24 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             continue
         test_env = dict(env, MASTER_ADDR=master_addr if nodes > 1 else "127.0.0.1", MASTER_PORT=str(port))
         test_env.update(WORLD_SIZE=str(nodes), RANK=str(node_rank))
-        ib_dir = Path(args.ib_sysfs) if test == "internode" else None
-        runs.append(run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out, ib_dir))
+        ib_dir, ctx = None, context
+        if test in RDMA_TESTS:  # the evidence the parser asks of an RDMA test: the transport and the NICs
+            ib_dir, ctx = Path(args.ib_sysfs), context | {"transport": transport_of(test_env)}
+        runs.append(
+            run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out, ib_dir, ctx, args.hcas)
+        )
 
     summary = {
         "host": socket.gethostname(),
         "node_rank": node_rank,
         "nodes": nodes,
         "status": "passed" if all(r.status == "passed" for r in runs) else "failed",
+        "ran": ran,
         "tests": [
-            {k: v for k, v in asdict(r).items() if k in ("test", "status", "problems", "rc", "timed_out", "seconds")}
-            | {"values": r.summary.get("values", {})}
+            {k: v for k, v in asdict(r).items() if k in SUMMARY_KEYS} | {"values": r.summary.get("values", {})}
             for r in runs
         ],
+        "spread": bench_parse.spread([(r.test, r.summary.get("values", {})) for r in runs]),
     }
     (results_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     log(out, "summary", summary)

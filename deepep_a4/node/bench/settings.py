@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+MAX_REPEATS = 10
+
 
 @dataclass(frozen=True)
 class RunnerSettings:
@@ -27,6 +29,8 @@ class RunnerSettings:
     timeout_minutes: float = 30
     # RDMA NICs of the machine type: a pod must see this many HCAs before an RDMA test (preflight.py).
     hcas: int = 8
+    # Starts of each DeepEP test in a row (the report gives min/median/max of 3 or more), at most MAX_REPEATS.
+    repeats: int = 1
 
     @staticmethod
     def variable(field_name: str) -> str:
@@ -58,5 +62,7 @@ class RunnerSettings:
                 raise ValueError(f"{name}={text!r} is not a {'number' if kind is float else 'whole number'}") from None
             if value <= 0:
                 raise ValueError(f"{name}={text!r} must be above 0")
+            if f.name == "repeats" and value > MAX_REPEATS:
+                raise ValueError(f"{name}={text!r} must be 1 to {MAX_REPEATS}")
             values[f.name] = value
         return cls(**values)  # pyright: ignore[reportArgumentType]

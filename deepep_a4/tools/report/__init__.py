@@ -11,9 +11,12 @@ GCE VMs' bucket). With --stack and no SOURCE the stack's own Jobs are read, thro
 kubeconfig the stack exports.
 
 The report puts every measured figure next to the B200 baseline of the field reports
-(deepep_a4/tools/report/baselines.py) and the ratio; a figure below `--gate-ratio` (the stack's
-benchGateRatio) times its baseline fails the gate, and so does a failed, truncated or timed-out test.
-Exit status: 0 gate passed, 1 gate failed, 2 nothing found or a usage error (an unreadable source, an
+(deepep_a4/tools/report/baselines.py), the ratio, and DeepEP's published H800 figures as an outside
+reference (never gated); a figure below `--gate-ratio` (the stack's benchGateRatio) times its baseline
+fails the gate, and so does a failed, truncated or timed-out test. The verdict fails closed: a check
+without its evidence (the transport, NIC counters on every node, a baseline for the shape, a test the stack
+runs) is "not run" and the verdict NOT PROVEN. docs/benchmarks.md tells how to read it.
+Exit status: 0 PASS, 1 FAIL or NOT PROVEN, 2 nothing found or a usage error (an unreadable source, an
 unknown stack, a bad option). A runner JSON that is not usable is skipped with a warning that names the
 file.
 """
@@ -21,7 +24,6 @@ file.
 from __future__ import annotations
 
 from deepep_a4.tools.report.analysis import (
-    FIELD_LABEL,
     Report,
     Row,
     Run,
@@ -30,6 +32,7 @@ from deepep_a4.tools.report.analysis import (
     rows_of,
     runs_from,
 )
+from deepep_a4.tools.report.checks import FIELD_LABEL, Check
 from deepep_a4.tools.report.cli import (
     gate_ratio_arg,
     main,
@@ -54,6 +57,7 @@ from deepep_a4.tools.report.sources import (
     register_source,
     stack_gate_ratio,
     stack_output,
+    stack_tests,
     unknown_stack,
     warn,
 )
@@ -62,6 +66,7 @@ from deepep_a4.tools.report.writers import (
     SWEEP_FIELDS,
     TEST_TITLES,
     markdown,
+    reasons_in_order,
     sweeps_of,
     write_csv,
     write_json,
@@ -78,6 +83,7 @@ __all__ = [
     "ROOT",
     "SWEEP_FIELDS",
     "TEST_TITLES",
+    "Check",
     "KubernetesSource",
     "LogItem",
     "PathSource",
@@ -95,12 +101,14 @@ __all__ = [
     "make_source",
     "markdown",
     "out_problem",
+    "reasons_in_order",
     "register_source",
     "rows_of",
     "runs_from",
     "skip_text",
     "stack_gate_ratio",
     "stack_output",
+    "stack_tests",
     "sweeps_of",
     "unknown_stack",
     "warn",

@@ -1,16 +1,25 @@
-"""From logs to rows: runs, figures next to their baselines, the gate."""
+"""From logs to rows: runs, figures next to their baselines, the checks, the verdict.
+
+The verdict fails closed. Every run states its own checks (the parser's: the test completed, and for the
+RDMA tests the transport and the NIC counters); the report adds the figures against the A4 baselines and,
+for internode, that a log came from every node. A check without evidence is "not run": the verdict is then
+NOT PROVEN, never PASS. A test started several times (BENCH_REPEATS) gives one row per figure: the median of
+the starts, gated, with min and max beside it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from deepep_a4.node.bench import parse as bp
 from deepep_a4.tools.report import baselines as bl
+from deepep_a4.tools.report.checks import Check, expected_checks, figure_checks, node_checks, run_checks
 from deepep_a4.tools.report.records import check_runner_doc, skip_text
 from deepep_a4.tools.report.sources import LogItem, warn
 
@@ -29,6 +38,16 @@ class Run:
     processes: int | None
     nodes: int | None
     meta: dict[str, str] = field(default_factory=dict)
+    checks: list[dict[str, str]] = field(default_factory=list)  # the parser's evidence checks
+    repeat: int = 1
+    node_rank: int | None = None
+    host: str = ""
+    ran: dict[str, str] = field(default_factory=dict)  # what ran on the node (bench_env.what_ran)
+
+    @property
+    def node(self) -> str:
+        """Which machine: the runner's host name, else where the log came from."""
+        return self.host or self.origin
 
 
 @dataclass
@@ -48,14 +67,51 @@ class Row:
     references: list[bl.Baseline] = dataclasses.field(default_factory=list)  # `field` is a column here
     ratio: float | None = None
     gate: str = "n/a"  # pass | FAIL | n/a
+    samples: list[float] = dataclasses.field(default_factory=list)  # one per start; value is their median
+    node: str = ""
+    outside: bl.Reference | None = None  # the published figure of other hardware at this EP size
+    outside_band: list[bl.Reference] = dataclasses.field(default_factory=list)  # every EP size published
+
+    @property
+    def starts(self) -> int:
+        return len(self.samples) or 1
 
 
-FIELD_LABEL = {"nvl_bw": "NVL", "rdma_bw": "RDMA", "bw": "per rank", "busbw": "bus bw", "algbw": "alg bw"}
+def _fingerprint(run: Run) -> str:
+    keep = [(r["kind"], r["name"], r["dtype"], r["rank"], sorted(r["values"].items())) for r in run.records]
+    where = [run.test, run.node_rank, run.repeat, keep]
+    return hashlib.sha256(json.dumps(where, default=str).encode()).hexdigest()
 
 
-def _fingerprint(test: str, records: list[dict[str, Any]]) -> str:
-    keep = [(r["kind"], r["name"], r["dtype"], r["rank"], sorted(r["values"].items())) for r in records]
-    return hashlib.sha256(json.dumps([test, keep], default=str).encode()).hexdigest()
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _placed(run: Run, begin: dict[str, Any], meta: dict[str, str]) -> Run:
+    """The run with where and what it ran: the runner's begin record, else the source's metadata."""
+    run.repeat = _int(begin.get("repeat")) or 1
+    run.node_rank = _int(begin.get("node_rank"))
+    if run.node_rank is None:
+        run.node_rank = _int(meta.get("index"))
+    run.host = str(begin.get("host") or "")
+    ran = begin.get("ran")
+    run.ran = {str(k): str(v) for k, v in ran.items()} if isinstance(ran, dict) else {}
+    if meta.get("image") and run.ran.get("image", "unknown") == "unknown":
+        run.ran["image"] = meta["image"]  # a pod's image digest, from its status
+    return run
+
+
+def _doc_status(d: dict[str, Any], checks: list[dict[str, str]]) -> str:
+    """A runner JSON's status, failing closed: an older runner's "passed" without evidence is unproven."""
+    status = d.get("status", "failed")
+    if status == bp.PASSED and any(c.get("status") == bp.FAIL for c in checks):
+        return "failed"
+    if status == bp.PASSED and any(c.get("status") == bp.NOT_RUN for c in checks):
+        return bp.UNPROVEN
+    return status
 
 
 def runs_from(items: Iterable[LogItem]) -> list[Run]:
@@ -70,39 +126,43 @@ def runs_from(items: Iterable[LogItem]) -> list[Run]:
             except ValueError as err:
                 warn(skip_text(item.origin, str(err)))
                 continue
-            found.append(
-                Run(
-                    item.origin,
-                    d["test"],
-                    d.get("status", "failed"),
-                    list(d.get("problems", [])),
-                    list(d.get("records", [])),
-                    None,
-                    None,
-                    item.meta,
-                )
+            begin = d.get("begin") or {}
+            checks = d.get("checks")
+            if checks is None:  # a runner before the evidence checks: judged from what the JSON holds
+                seg = bp.Segment(d["test"], [], begin or None, d.get("end") or None)
+                checks = bp.evidence_checks(d["test"], seg)
+            run = Run(
+                item.origin,
+                d["test"],
+                _doc_status(d, checks),
+                list(d.get("problems", [])),
+                list(d.get("records", [])),
+                begin.get("processes"),
+                begin.get("nodes"),
+                item.meta,
+                checks,
             )
+            found.append(_placed(run, begin, item.meta))
         else:
             for res in bp.parse_log(item.text):
                 if res.test is None:
                     continue
                 begin = res.begin or {}
-                status = "passed" if res.passed else "failed"
-                found.append(
-                    Run(
-                        item.origin,
-                        res.test,
-                        status,
-                        res.problems,
-                        res.records,
-                        begin.get("processes"),
-                        begin.get("nodes"),
-                        item.meta,
-                    )
+                run = Run(
+                    item.origin,
+                    res.test,
+                    res.status,
+                    res.problems,
+                    res.records,
+                    begin.get("processes"),
+                    begin.get("nodes"),
+                    item.meta,
+                    res.checks,
                 )
+                found.append(_placed(run, begin, item.meta))
             found += _skipped_from_summary(item, {r.test for r in found})
         for run in found:
-            fp = _fingerprint(run.test, run.records) if run.records else f"{run.origin}/{run.test}"
+            fp = _fingerprint(run) if run.records else f"{run.origin}/{run.test}/{run.repeat}"
             if fp in seen:
                 continue
             seen.add(fp)
@@ -171,6 +231,7 @@ def rows_of(run: Run) -> list[Row]:
                             run.processes,
                             run.nodes,
                             extra=f"t {t:.2f} us" if t is not None else "",
+                            node=run.node,
                         )
                     )
     elif run.test == "low-latency":
@@ -194,6 +255,7 @@ def rows_of(run: Run) -> list[Row]:
                         run.processes,
                         run.nodes,
                         extra=f"min {min(vals):.2f}",
+                        node=run.node,
                     )
                 )
     elif run.test == "nccl":
@@ -214,9 +276,28 @@ def rows_of(run: Run) -> list[Row]:
                         f"{big['params'].get('ranks')} ranks, {size_mib:.0f} MiB per rank",
                         run.processes,
                         run.nodes,
+                        node=run.node,
                     )
                 )
     return rows
+
+
+def merge_starts(rows: list[Row]) -> list[Row]:
+    """One row per figure of a node: the median of its starts (BENCH_REPEATS), every start kept in samples."""
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.node, r.test, r.metric, r.dtype, r.field, r.processes, r.nodes), []).append(r)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        values = [r.value for r in group]
+        merged = dataclasses.replace(first, value=statistics.median(values), samples=values)
+        if len(group) > 1:
+            configs = {r.config for r in group}
+            merged.config = first.config if len(configs) == 1 else "best config differs between starts"
+            merged.extra = ""
+        out.append(merged)
+    return out
 
 
 def apply_gate(rows: list[Row], ratio: float) -> None:
@@ -224,6 +305,7 @@ def apply_gate(rows: list[Row], ratio: float) -> None:
         refs = bl.find(row.test, row.metric, row.dtype, row.field, row.processes, row.nodes)
         row.baseline = next((b for b in refs if b.primary), None)
         row.references = [b for b in refs if not b.primary]
+        row.outside, row.outside_band = bl.outside(row.test, row.metric, row.dtype, row.field, row.processes, row.nodes)
         if row.baseline is not None:
             row.ratio = row.value / row.baseline.value
             row.gate = "pass" if row.ratio >= ratio else "FAIL"
@@ -236,6 +318,7 @@ class Report:
     gate_ratio: float
     sources: list[str]
     plots: list[tuple[Run, str, str]] = field(default_factory=list)  # (run, sweep title, file name)
+    checks: list[Check] = field(default_factory=list)
 
     @property
     def failed_runs(self) -> list[Run]:
@@ -246,12 +329,32 @@ class Report:
         return [r for r in self.rows if r.gate == "FAIL"]
 
     @property
+    def open_checks(self) -> list[Check]:
+        """Checks that are not a pass: failed, or without evidence."""
+        return [c for c in self.checks if c.status in (bp.FAIL, bp.NOT_RUN)]
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL (something failed), or NOT PROVEN (nothing failed, but evidence is missing)."""
+        if not self.runs:
+            return "NOT PROVEN"
+        if any(r.status not in ("passed", bp.UNPROVEN) for r in self.runs) or self.failed_rows:
+            return "FAIL"
+        if any(c.status == bp.FAIL for c in self.checks):
+            return "FAIL"
+        if any(r.status == bp.UNPROVEN for r in self.runs) or self.open_checks:
+            return "NOT PROVEN"
+        return "PASS"
+
+    @property
     def passed(self) -> bool:
-        return bool(self.runs) and not self.failed_runs and not self.failed_rows
+        return self.verdict == "PASS"
 
 
-def analyze(items: Iterable[LogItem], gate_ratio: float, sources: list[str]) -> Report:
+def analyze(items: Iterable[LogItem], gate_ratio: float, sources: list[str], expected: Iterable[str] = ()) -> Report:
     runs = runs_from(items)
-    rows = [row for run in runs for row in rows_of(run)]
+    rows = merge_starts([row for run in runs for row in rows_of(run)])
     apply_gate(rows, gate_ratio)
-    return Report(runs, rows, gate_ratio, sources)
+    checks = run_checks(runs) + figure_checks(runs, rows, gate_ratio) + node_checks(runs)
+    checks += expected_checks(runs, expected)
+    return Report(runs, rows, gate_ratio, sources, checks=checks)

@@ -6,6 +6,8 @@ gives a range, the low end is the baseline, so the gate never fails a run the fi
 
 `primary` baselines drive the ratio and the pass/fail gate of the report; the others are shown as
 further references (e.g. field report R2's internode run, which predates the GPU-to-NIC mapping fix).
+`OUTSIDE` holds DeepEP's published H800 figures, shown beside them for orientation and never gated
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -86,3 +88,71 @@ def primary(
 ) -> Baseline | None:
     found = [b for b in find(test, metric, dtype, field, processes, nodes) if b.primary]
     return found[0] if found else None
+
+
+# -- outside references: published figures of other hardware, shown beside the A4 baselines, never gated --
+
+DEEPEP_README = (
+    "DeepEP README, v1.2.1, Performance (https://github.com/deepseek-ai/DeepEP/blob/v1.2.1/README.md#performance; "
+    "docs/legacy.md on main): H800 (~160 GB/s NVLink), CX7 InfiniBand 400 Gb/s (~50 GB/s) per GPU"
+)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published figure of other hardware for one measurement at one EP size (GPUs in all)."""
+
+    test: str
+    metric: str
+    dtype: str | None
+    field: str
+    value: float
+    ep: int  # expert-parallel size: processes per node x nodes
+    source: str
+    note: str
+
+    @property
+    def key(self) -> tuple[str, str, str | None, str]:
+        return (self.test, self.metric, self.dtype, self.field)
+
+
+def _band(test: str, metric: str, dtype: str | None, field: str, note: str, by_ep: dict[int, float]) -> list[Reference]:
+    return [Reference(test, metric, dtype, field, v, ep, DEEPEP_README, note) for ep, v in by_ep.items()]
+
+
+# DeepEP's own setting: 4096 tokens (128 low-latency), hidden 7168, top-8, FP8 dispatch, BF16 combine; its
+# tables give dispatch in FP8 and combine in BF16, so only those rows get a reference.
+OUTSIDE: tuple[Reference, ...] = (
+    *_band("intranode", "dispatch", "FP8", "nvl_bw", "H800 NVLink, bottleneck bandwidth", {8: 153.0}),
+    *_band("intranode", "combine", "BF16", "nvl_bw", "H800 NVLink, bottleneck bandwidth", {8: 158.0}),
+    *_band("internode", "dispatch", "FP8", "rdma_bw", "H800 + CX7 IB", {16: 43.0, 32: 58.0, 64: 51.0}),
+    *_band("internode", "combine", "BF16", "rdma_bw", "H800 + CX7 IB", {16: 43.0, 32: 57.0, 64: 50.0}),
+    # Pure RDMA: DeepEP's low-latency table is for NVLink off; a one-node run with NVLink on is not comparable.
+    *_band(
+        "low-latency",
+        "dispatch",
+        None,
+        "bw",
+        "H800 + CX7 IB, pure RDMA (NVLink off), 77 us",
+        {8: 98.0, 16: 63.0, 32: 48.0, 64: 43.0, 128: 39.0, 256: 39.0},
+    ),
+    *_band(
+        "low-latency",
+        "combine",
+        None,
+        "bw",
+        "H800 + CX7 IB, pure RDMA (NVLink off), 114 us",
+        {8: 127.0, 16: 74.0, 32: 53.0, 64: 46.0, 128: 39.0, 256: 40.0},
+    ),
+)
+
+
+def outside(
+    test: str, metric: str, dtype: str | None, field: str, processes: int | None, nodes: int | None
+) -> tuple[Reference | None, list[Reference]]:
+    """(the outside reference at this EP size or None, every published one of this measurement).
+
+    Unknown shape: 8 GPUs per node, and 2 nodes for internode (the A4 baselines' shape)."""
+    refs = [r for r in OUTSIDE if r.key == (test, metric, dtype, field)]
+    ep = (processes or 8) * (nodes or (2 if test == "internode" else 1))
+    return next((r for r in refs if r.ep == ep), None), refs

@@ -9,7 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from deepep_a4.tools.report.analysis import FIELD_LABEL, analyze
+from deepep_a4.tools.report.analysis import analyze
+from deepep_a4.tools.report.checks import FIELD_LABEL
 from deepep_a4.tools.report.sources import (
     DEFAULT_GATE_RATIO,
     ROOT,
@@ -17,9 +18,10 @@ from deepep_a4.tools.report.sources import (
     make_source,
     stack_gate_ratio,
     stack_output,
+    stack_tests,
     unknown_stack,
 )
-from deepep_a4.tools.report.writers import write_report
+from deepep_a4.tools.report.writers import reasons_in_order, write_report
 
 # -- command line -----------------------------------------------------------------------------------
 
@@ -48,7 +50,10 @@ def out_problem(out: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="deepep-a4 report", description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("sources", nargs="*", help="log files or folders, k8s:NAMESPACE, or a registered scheme")
-    ap.add_argument("--stack", help="read the stack's benchmark Jobs, kubeconfig output and benchGateRatio")
+    ap.add_argument(
+        "--stack",
+        help="read the stack's benchmark Jobs, kubeconfig output, benchGateRatio and its tests (each expected)",
+    )
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig for k8s: sources")
     ap.add_argument("--namespace", default=None, help="namespace of the benchmark Jobs (k8s: without one)")
     ap.add_argument(
@@ -72,13 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {why}", file=sys.stderr)
         return 2
     tmp: tempfile.TemporaryDirectory[str] | None = None
+    expected: tuple[str, ...] = ()
     if args.stack:
-        if gate is None:
-            try:
-                gate = stack_gate_ratio(args.stack)
-            except SourceError as err:
-                print(f"error: {err}", file=sys.stderr)
-                return 2
+        try:
+            gate = stack_gate_ratio(args.stack) if gate is None else gate
+            expected = stack_tests(args.stack)
+        except SourceError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         if not specs:
             if shutil.which("pulumi") is None:
                 print(
@@ -122,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
-    report = analyze(items, gate, [s.describe() for s in sources])
+    report = analyze(items, gate, [s.describe() for s in sources], expected)
     if not report.runs:
         print("no benchmark results found in: " + ", ".join(s.describe() for s in sources), file=sys.stderr)
         return 2
@@ -132,15 +138,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot write the report to {out}: {err.strerror or err}", file=sys.stderr)
         return 2
     print(f"report: {path}")
-    for run in report.failed_runs:
-        print(f"  {run.test} ({run.origin}): {run.status}: {'; '.join(run.problems[:3])}", file=sys.stderr)
+    for run in report.failed_runs:  # every reason, the known-failure fixes first: none is cut
+        print(f"  {run.test} ({run.origin}, start {run.repeat}): {run.status}", file=sys.stderr)
+        for reason in reasons_in_order(run):
+            print(f"    - {reason}", file=sys.stderr)
+    for check in report.open_checks:
+        if check.origin == "all" or check.name == "figures":  # a run's own checks are among its reasons
+            print(
+                f"  {check.test} ({check.origin}): {check.name} check {check.status}: {check.detail}", file=sys.stderr
+            )
     for row in report.failed_rows:
         print(
             f"  {row.test} {row.metric} {row.dtype or ''} {FIELD_LABEL.get(row.field, row.field)}: "
             f"{row.value:.2f} GB/s is {row.ratio:.0%} of the baseline {row.baseline.value if row.baseline else ''}",
             file=sys.stderr,
         )
-    print(f"gate: {'PASS' if report.passed else 'FAIL'}")
+    print(f"gate: {report.verdict}")
     return 0 if report.passed else 1
 
 

@@ -16,6 +16,7 @@ REQUIRED_FIELDS: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] 
     ("nccl", "nccl"): ((), ("busbw", "algbw")),
 }
 NUMERIC_PARAMS = ("sms", "nvl_chunk", "rdma_chunk", "size", "ranks")  # when present and not null
+CHECK_FIELDS = ("check", "status", "detail")  # an evidence check (parse_records.evidence_checks)
 
 
 def _is_number(v: Any) -> bool:
@@ -70,6 +71,15 @@ def check_runner_doc(doc: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(records, list):
         raise ValueError(f"`records` must be a list of records, not {type(records).__name__}")
     checked = [_check_record(test, i, r) for i, r in enumerate(records)]
+    for key in ("begin", "end"):  # the runner's markers: where it ran and the evidence around the test
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise ValueError(f"`{key}` must be an object (the runner's {key} marker), not {doc[key]!r}"[:200])
+    checks = doc.get("checks")
+    if checks is not None and not (
+        isinstance(checks, list)
+        and all(isinstance(c, dict) and all(isinstance(c.get(k), str) for k in CHECK_FIELDS) for c in checks)
+    ):
+        raise ValueError(f"`checks` must be a list of {{{', '.join(CHECK_FIELDS)}}} strings, not {checks!r}"[:200])
     return {**doc, "test": test, "status": status, "problems": problems, "records": checked}
 
 

@@ -153,6 +153,13 @@ class KubernetesSource:
             self._core_v1 = client.CoreV1Api(api_client)
         return self._core_v1
 
+    def _image_id(self, pod: Any) -> str:
+        """The benchmark container's image as the kubelet pulled it (imageID: name@sha256:digest), else ""."""
+        for status in getattr(pod.status, "container_statuses", None) or []:
+            if getattr(status, "name", "") == self.container:
+                return str(getattr(status, "image_id", "") or "")
+        return ""
+
     def items(self) -> Iterator[LogItem]:
         api = self._api()
         try:
@@ -171,6 +178,7 @@ class KubernetesSource:
                 "index": annotations.get("batch.kubernetes.io/job-completion-index", ""),
                 "node": getattr(pod.spec, "node_name", "") or "",
                 "phase": getattr(pod.status, "phase", "") or "",
+                "image": self._image_id(pod),
             }
             try:
                 text = api.read_namespaced_pod_log(pod.metadata.name, self.namespace, container=self.container)
@@ -228,13 +236,22 @@ def stack_output(stack: str, name: str, secret: bool = False) -> str | None:
     return out or None
 
 
-def stack_gate_ratio(stack: str) -> float:
-    """The stack's benchGateRatio, read from its stack file as Pulumi reads it (the config model's default
-    when the file does not set it); SourceError when the stack's config is not valid."""
+def _stack_benchmarks(stack: str, what: str) -> Any:
     from deepep_a4 import config
 
     try:
         cfg = config.parse(stackfile.project_keys(stackfile.read(stack, ROOT)), stack)
     except (stackfile.StackFileError, config.ConfigError) as err:
-        raise SourceError(f"stack {stack}: cannot read its benchGateRatio: {err}") from None
-    return cfg.benchmarks.gate_ratio
+        raise SourceError(f"stack {stack}: cannot read its {what}: {err}") from None
+    return cfg.benchmarks
+
+
+def stack_gate_ratio(stack: str) -> float:
+    """The stack's benchGateRatio, read from its stack file as Pulumi reads it (the config model's default
+    when the file does not set it); SourceError when the stack's config is not valid."""
+    return _stack_benchmarks(stack, "benchGateRatio").gate_ratio
+
+
+def stack_tests(stack: str) -> tuple[str, ...]:
+    """The DeepEP tests the stack runs (its `benchmarks`): a report of the stack expects a result of each."""
+    return tuple(_stack_benchmarks(stack, "benchmarks").tests)
