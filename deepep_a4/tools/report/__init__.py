@@ -38,6 +38,7 @@ from deepep_a4.tools.report.cli import (
     main,
     out_problem,
 )
+from deepep_a4.tools.report.plots import sweeps_of, write_plots
 from deepep_a4.tools.report.records import (
     NUMERIC_PARAMS,
     REQUIRED_FIELDS,
@@ -67,10 +68,8 @@ from deepep_a4.tools.report.writers import (
     TEST_TITLES,
     markdown,
     reasons_in_order,
-    sweeps_of,
     write_csv,
     write_json,
-    write_plots,
     write_report,
 )
 
