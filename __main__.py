@@ -8,6 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deepep_a4 import config
+from deepep_a4.program.deadline import stack_deadline
 from deepep_a4.program.gce_platform import build_gce_platform
 from deepep_a4.program.gke_platform import build_gke_platform
 from deepep_a4.program.network import A4Network, A4NetworkArgs
@@ -18,17 +19,30 @@ except config.ConfigError as err:
     # RunError prints the message alone: the user needs the keys, not a traceback.
     raise pulumi.RunError(str(err)) from None
 
-gcp_provider = gcp.Provider("gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=cfg.labels)
+# Fixed at the first `pulumi up`; after it, `pulumi up` is refused. Every gcp resource waits for that check
+# through the provider, so a refused run changes nothing (program/deadline.py).
+deadline = stack_deadline(cfg.ttl_seconds)
+gcp_provider = gcp.Provider(
+    "gcp",
+    project=cfg.project,
+    region=cfg.region,
+    zone=cfg.zone,
+    default_labels=cfg.labels,
+    opts=pulumi.ResourceOptions(depends_on=[deadline.gate] if deadline else None),
+)
 gcp_opts = pulumi.ResourceOptions(providers=[gcp_provider])
 
 network = A4Network("a4", A4NetworkArgs.from_config(cfg), gcp_opts)
 
-build_platform = build_gke_platform if cfg.platform == "gke" else build_gce_platform
-platform_outputs = build_platform(cfg, network, gcp_opts)
+if cfg.platform == "gke":
+    platform_outputs = build_gke_platform(cfg, network, gcp_opts, deadline)
+else:
+    platform_outputs = build_gce_platform(cfg, network, gcp_opts)
 
 pulumi.export("platform", cfg.platform)
 pulumi.export("zone", cfg.zone)
 pulumi.export("rdmaNetwork", network.rdma_network.name)
 pulumi.export("rdmaSubnets", [s.name for s in network.rdma_subnets])
+pulumi.export("deadline", deadline.at if deadline else None)
 for key, value in platform_outputs.items():
     pulumi.export(key, value)

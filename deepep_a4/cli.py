@@ -56,7 +56,7 @@ def cost(stack: str) -> None:
         raise SystemExit(2) from None
     for line in cost_tool.render(cost_tool.estimate(cfg)):
         click.echo(line)
-    click.echo(cost_tool.bill_cap(cfg).line)
+    click.echo("\n".join(cost_tool.bill_cap(cfg).lines))
 
 
 def _delegate(module: str, args: tuple[str, ...]) -> None:

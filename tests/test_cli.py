@@ -34,7 +34,10 @@ def test_cost_prints_estimate_and_bill_cap_without_writing_a_plan(tmp_path: Path
     result = CliRunner().invoke(cli.main, ["cost", "--stack", "gce-b200"])
     assert result.exit_code == 0, result.output
     assert "Estimated cost" in result.output
-    assert result.output.rstrip().splitlines()[-1].startswith("Bill cap: ttl 8h: GCE deletes every VM")
+    lines = result.output.rstrip().splitlines()
+    assert lines[-2].startswith("Bill cap: ttl 8h from the first `pulumi up`")
+    assert "Compute Engine deletes it" in lines[-2]
+    assert lines[-1] == "  source: https://cloud.google.com/compute/docs/instances/limit-vm-runtime"
     assert not (ROOT / "build" / "plan" / "gce-b200-cost").exists()
     assert list(tmp_path.iterdir()) == []
 

@@ -25,6 +25,7 @@ API_AND_ROLE = {
     "serviceaccount": ("iam.googleapis.com", "roles/iam.serviceAccountAdmin"),
     "projects": ("cloudresourcemanager.googleapis.com", "roles/resourcemanager.projectIamAdmin"),
     "storage": ("storage.googleapis.com", "roles/storage.admin"),
+    "cloudscheduler": ("cloudscheduler.googleapis.com", "roles/cloudscheduler.admin"),
 }
 
 

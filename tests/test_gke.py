@@ -474,9 +474,9 @@ def test_bad_gke_combinations_are_refused_by_the_config_model(raw: dict[str, Any
 def test_nodes_have_a_dedicated_account_with_googles_node_role_and_image_pulls(
     gke_plan: plan_engine.PlanResult,
 ) -> None:
-    account = one(gke_plan, ACCOUNT)["inputs"]
+    account = one(gke_plan, ACCOUNT, "gke-nodes")["inputs"]
     assert account["accountId"] == "deepep-gke-b200-nodes"
-    grants = of_type(gke_plan, IAM_MEMBER)
+    grants = [g for g in of_type(gke_plan, IAM_MEMBER) if g["parent"] == "gke-nodes"]
     assert sorted(g["inputs"]["role"] for g in grants) == [
         "roles/artifactregistry.reader",
         "roles/container.defaultNodeServiceAccount",  # GKE's documented minimum for a node account

@@ -34,7 +34,11 @@ def always(_: Inputs) -> bool:
 DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
     "pulumi:providers:gcp": ("a provider holds no cloud state", always),
     "pulumi:providers:kubernetes": ("a provider holds no cloud state", always),
-    "pulumi:index:Stash": ("a value in the stack's state (the GCE boot image chosen once), no cloud state", always),
+    "pulumi:index:Stash": (
+        "a value in the stack's state (the GCE boot image chosen once, the deadline), no cloud state",
+        always,
+    ),
+    "gcp:cloudscheduler/job:Job": ("plain delete (before the node pool its URI names)", always),
     "gcp:compute/network:Network": ("deleted after its subnets, firewalls and router (dependencies)", always),
     "gcp:compute/subnetwork:Subnetwork": ("deleted after the VMs and node pools using it", always),
     "gcp:compute/firewall:Firewall": ("plain delete", always),
@@ -50,7 +54,9 @@ DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
         "deletion protection explicitly off (the provider defaults it to on)",
         lambda i: i.get("deletionProtection") is False,
     ),
-    "gcp:container/nodePool:NodePool": ("deleted before its cluster", always),
+    # When the deadline job deleted the A4 pool first, the provider's delete finds it gone (404) and succeeds
+    # (terraform-provider-google, google/services/container/resource_container_node_pool.go).
+    "gcp:container/nodePool:NodePool": ("deleted before its cluster; already gone after the deadline is fine", always),
     "gcp:serviceaccount/account:Account": ("plain delete", always),
     "gcp:projects/iAMMember:IAMMember": ("removes only its own binding", always),
     "gcp:storage/bucket:Bucket": (

@@ -12,7 +12,9 @@ import pulumi
 
 from deepep_a4.config import StackConfig
 from deepep_a4.program import gke_workloads
+from deepep_a4.program.deadline import StackDeadline
 from deepep_a4.program.gke_cluster import GkeCluster, GkeClusterArgs
+from deepep_a4.program.gke_deadline import PoolDeadline, PoolDeadlineArgs
 from deepep_a4.program.gke_multinetwork import GkeMultiNetwork, GkeMultiNetworkArgs
 from deepep_a4.program.gke_nodepool import (
     A4NodePool,
@@ -26,7 +28,9 @@ from deepep_a4.program.network import A4Network
 from deepep_a4.program.store import store_access
 
 
-def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
+def build_gke_platform(
+    cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions, deadline: StackDeadline | None
+) -> dict[str, Any]:
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
     # First: even the cluster's temporary default pool runs as the node account.
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
@@ -39,6 +43,8 @@ def build_gke_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
         # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
     )
+    if deadline:
+        PoolDeadline("gke-deadline", PoolDeadlineArgs.from_config(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
     multinet = GkeMultiNetwork(
         "gke-net",
         GkeMultiNetworkArgs(cfg.name_prefix, network.additional_networks),

@@ -16,6 +16,7 @@ from typing import Any
 from deepep_a4 import provisioning
 from deepep_a4.config import StackConfig
 from deepep_a4.node.names import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
+from deepep_a4.program.deadline import deadline_after, parse_time
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"
@@ -249,14 +250,39 @@ def render(est: Estimate) -> list[str]:
     return out
 
 
+# Where the bill cap's mechanism is documented (the plan prints them with its line).
+BILL_CAP_SOURCES = {
+    "gce": ("https://cloud.google.com/compute/docs/instances/limit-vm-runtime",),
+    "gke": (
+        "https://cloud.google.com/compute/docs/instance-groups/limit-vm-runtime-in-migs",
+        "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools/delete",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class BillCap:
-    """When the cloud deletes the stack's A4 capacity by itself."""
+    """When the cloud deletes the stack's A4 capacity by itself, and how (program/deadline.py)."""
 
     ttl_seconds: int | None
     platform: str
     action: str
     deadline: dt.datetime | None
+
+    @property
+    def mechanism(self) -> str:
+        if self.ttl_seconds is None:
+            return ""
+        hours = _hours(self.ttl_seconds / 3600)
+        later = "`pulumi up` keeps the deadline and is refused after it (destroy, then up, for a new one)"
+        if self.platform == "gce":
+            verb = "stops" if self.action == "STOP" else "deletes"
+            return f"each VM has max_run_duration {hours}: Compute Engine {verb} it; nothing recreates it: {later}"
+        return (
+            "a Cloud Scheduler job deletes the A4 node pool, so no node comes back; each node also has "
+            f"max_run_duration {hours} (alone not a cap: the pool recreates a preempted spot node with a fresh "
+            f"clock); {later}"
+        )
 
     @property
     def line(self) -> str:
@@ -266,16 +292,18 @@ class BillCap:
                 "set `ttl` (e.g. 8h) to let the cloud delete it"
             )
         hours = _hours(self.ttl_seconds / 3600)
-        what = {
-            "gce": f"GCE {'stops' if self.action == 'STOP' else 'deletes'} every VM",
-            "gke": "GKE deletes every node of the A4 pool",
-        }[self.platform]
         when = self.deadline.strftime("%Y-%m-%d %H:%M UTC") if self.deadline else "?"
         rest = {
             "gce": "the network and the bucket stay until `pulumi destroy`",
             "gke": "the cluster (and its fee), the network and the workloads stay until `pulumi destroy`",
         }[self.platform]
-        return f"Bill cap: ttl {hours}: {what} {hours} after it starts (if created now: at the latest {when}); {rest}"
+        return f"Bill cap: ttl {hours} from the first `pulumi up` (if created now: {when}): {self.mechanism}; {rest}"
+
+    @property
+    def lines(self) -> list[str]:
+        """The line and, under it, where its mechanism is documented."""
+        sources = BILL_CAP_SOURCES[self.platform] if self.ttl_seconds else ()
+        return [self.line, *(f"  source: {url}" for url in sources)]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -283,12 +311,15 @@ class BillCap:
             "platform": self.platform,
             "action": self.action if self.ttl_seconds else None,
             "ifCreatedNowDiesAt": self.deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if self.deadline else None,
+            "mechanism": self.mechanism or None,
+            "sources": list(BILL_CAP_SOURCES[self.platform]) if self.ttl_seconds else [],
             "line": self.line,
         }
 
 
 def bill_cap(cfg: StackConfig, now: dt.datetime | None = None) -> BillCap:
     now = now or dt.datetime.now(dt.UTC)
-    deadline = None if cfg.ttl_seconds is None else now + dt.timedelta(seconds=cfg.ttl_seconds)
+    # The same arithmetic as the program's deadline (whole minutes, rounded up).
+    deadline = None if cfg.ttl_seconds is None else parse_time(deadline_after(now, cfg.ttl_seconds))
     action = cfg.gce.termination_action if cfg.platform == "gce" else "DELETE"
     return BillCap(cfg.ttl_seconds, cfg.platform, action, deadline)

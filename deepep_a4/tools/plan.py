@@ -274,7 +274,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         for line in cost.render(estimate):
             print(line)
     # The bill cap is printed even with --quiet: it says when the capacity dies.
-    print(cap.line)
+    print("\n".join(cap.lines))
     if placeholder:
         print(
             f"WARNING: project {cfg.project} is the stack files' placeholder: set yours before `pulumi up` "
