@@ -14,7 +14,7 @@ from deepep_a4 import config
 from deepep_a4.config import keys
 from deepep_a4.config.model import ImageRef
 from deepep_a4.node import payload
-from deepep_a4.program import gce, gce_bench
+from deepep_a4.program import gce, gce_bench, gce_results
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
@@ -114,7 +114,7 @@ def test_rank_world_size_master_and_bench_metadata(gce_plan: plan_engine.PlanRes
         assert md["deepep-world-size"] == str(cfg.node_count)
         assert md["deepep-master-addr"] == master
         assert md["deepep-master-port"] == str(gce_bench.MASTER_PORT)
-        assert md["deepep-bucket"] == gce.bucket_name(cfg.name_prefix, cfg.project)
+        assert md["deepep-bucket"] == gce_results.bucket_name(cfg.name_prefix, cfg.project)
         assert md["deepep-run-id"] == gce_bench.run_id(cfg)
         assert md["enable-oslogin"] == "TRUE"
         bench = json.loads(md["deepep-bench"])
@@ -317,7 +317,7 @@ def test_rendered_startup_script_passes_shellcheck(handler: str, tmp_path: Any) 
 def test_results_bucket_is_private_uniform_and_deleted_with_the_stack(gce_plan: plan_engine.PlanResult) -> None:
     cfg = cfg_of()
     bucket = one(gce_plan, BUCKET)["inputs"]
-    assert bucket["name"] == gce.bucket_name(cfg.name_prefix, cfg.project)
+    assert bucket["name"] == gce_results.bucket_name(cfg.name_prefix, cfg.project)
     assert bucket["uniformBucketLevelAccess"] is True
     assert bucket["publicAccessPrevention"] == "enforced"
     assert bucket["forceDestroy"] is True
@@ -327,8 +327,8 @@ def test_results_bucket_is_private_uniform_and_deleted_with_the_stack(gce_plan: 
 
 
 def test_bucket_name_fits_63_characters() -> None:
-    assert len(gce.bucket_name("p" * 30, "q" * 30)) <= 63
-    assert gce.bucket_name("deepep-x", "my-proj") == "deepep-x-results-my-proj"
+    assert len(gce_results.bucket_name("p" * 30, "q" * 30)) <= 63
+    assert gce_results.bucket_name("deepep-x", "my-proj") == "deepep-x-results-my-proj"
 
 
 def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: plan_engine.PlanResult) -> None:
@@ -337,7 +337,7 @@ def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: 
     grant = one(gce_plan, BUCKET_IAM, "gce-results-vm-writer")["inputs"]
     account_id = one(gce_plan, ACCOUNT)["inputs"]["accountId"]
     assert grant == {
-        "bucket": gce.bucket_name(cfg.name_prefix, cfg.project),
+        "bucket": gce_results.bucket_name(cfg.name_prefix, cfg.project),
         "role": "roles/storage.objectAdmin",
         "member": f"serviceAccount:{account_id}@{cfg.project}.iam.gserviceaccount.com",
     }
@@ -357,7 +357,7 @@ def test_outputs(gce_plan: plan_engine.PlanResult) -> None:
     assert out["iapSshCommands"] == [
         f"gcloud compute ssh {n} --zone {cfg.zone} --project {cfg.project} --tunnel-through-iap" for n in names
     ]
-    bucket = gce.bucket_name(cfg.name_prefix, cfg.project)
+    bucket = gce_results.bucket_name(cfg.name_prefix, cfg.project)
     assert out["bucketUrl"] == f"gs://{bucket}"
     assert out["resultsUrl"] == f"gs://{bucket}/runs/{gce_bench.run_id(cfg)}"
     assert out["reportCommand"] == ".venv/bin/deepep-a4 report " + out["resultsUrl"] + f" --stack {STACK}"
@@ -456,8 +456,13 @@ def test_spot_vms_leave_reservation_affinity_to_gce(gce_plan: plan_engine.PlanRe
         assert "reservationAffinity" not in vm["inputs"]
 
 
+def images(result: plan_engine.PlanResult) -> list[dict[str, Any]]:
+    """The Stashes that keep the boot image (the stack's deadline is another Stash)."""
+    return [r for r in of_type(result, STASH) if "-image-" in r["name"]]
+
+
 def test_boot_image_is_chosen_from_its_family_once(gce_plan: plan_engine.PlanResult) -> None:
-    [kept] = of_type(gce_plan, STASH)
+    [kept] = images(gce_plan)
     assert kept["parent"] == "gce"
     assert kept["inputs"] == {"input": MOCK_PLAIN_IMAGE}  # the family's newest image at the first deploy
     assert gce_plan.outputs["gceImage"] == MOCK_PLAIN_IMAGE
@@ -470,8 +475,8 @@ def test_another_gce_image_is_another_choice_and_new_vms() -> None:
     accel = plan(
         STACK, gceImage=keys.ACCELERATOR_IMAGE, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep"
     )
-    [kept] = of_type(accel, STASH)
-    [default_kept] = of_type(plan(STACK), STASH)
+    [kept] = images(accel)
+    [default_kept] = images(plan(STACK))
     # A new Stash name: the old choice is dropped, the boot disk's image changes and the VMs are replaced.
     assert kept["name"] != default_kept["name"]
     image = "https://www.googleapis.com/compute/v1/projects/ubuntu-os-accelerator-images/global/images/"
@@ -483,7 +488,7 @@ def test_another_gce_image_is_another_choice_and_new_vms() -> None:
 
 def test_an_image_by_name_is_used_as_named() -> None:
     ref = "projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20260517"
-    [kept] = of_type(plan(STACK, gceImage=ref), STASH)
+    [kept] = images(plan(STACK, gceImage=ref))
     assert kept["inputs"] == {"input": MOCK_PLAIN_IMAGE}
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from deepep_a4.config import stackfile
 from deepep_a4.tools import run_benchmark as rb
 
 OUTPUTS = {"resultsUrl": "gs://bucket/runs/r1", "benchNamespace": "deepep-a4"}
@@ -40,6 +41,8 @@ class FakeStack:
             raise self.fail_up
 
     def outputs(self) -> dict[str, Any]:
+        if "up" not in self.calls:  # a stack that was never deployed has no outputs
+            return {}
         self.calls.append("outputs")
         return dict(OUTPUTS)
 
@@ -323,3 +326,60 @@ def test_a_gke_stack_needs_the_auth_plugin_before_anything_is_created() -> None:
     )
     assert rc == rb.EXIT_NO_CLI
     assert said == [rb.AUTH_PLUGIN_MISSING] and "Nothing was created" in said[0]
+
+
+class DeployedStack:
+    """A stack the Automation API reports as already deployed with these outputs."""
+
+    def __init__(self, outputs: dict[str, Any]):
+        self.name = "gce-b200"
+        self._outputs, self.calls = outputs, []
+
+    def __call__(self, name: str) -> DeployedStack:
+        return self
+
+    def raw_config(self) -> None:
+        return None
+
+    def outputs(self) -> dict[str, Any]:
+        return dict(self._outputs)
+
+    def up(self, on_output: Callable[[str], Any]) -> None:
+        self.calls.append("up")
+
+    def destroy(self, on_output: Callable[[str], Any]) -> None:
+        self.calls.append("destroy")
+
+
+def test_a_platform_switch_on_a_deployed_stack_is_refused_before_up() -> None:
+    said: list[str] = []
+    stack = DeployedStack({"platform": "gke", "zone": "asia-southeast1-b"})
+    rc = rb.main(["--stack", "gce-b200"], which=lambda tool: f"/usr/bin/{tool}", make_stack=stack, say=said.append)
+    assert rc == rb.EXIT_USAGE and stack.calls == []
+    assert said[0].startswith("error: stack gce-b200 is deployed on gke and its config now says platform gce")
+    assert "`deepep-a4 run --stack gce-b200 --destroy`" in said[0]
+
+
+def test_a_stack_past_its_deadline_is_sent_to_destroy_first() -> None:
+    stack = DeployedStack({"platform": "gce", "deadline": "2026-01-01T00:00:00Z"})
+    refusal = rb.deployed_refusal("gce-b200", rb.stack_cfg("gce-b200"), stack)
+    assert refusal and "deadline 2026-01-01T00:00:00Z has passed" in refusal
+    later = DeployedStack({"platform": "gce", "deadline": "2999-01-01T00:00:00Z"})
+    assert rb.deployed_refusal("gce-b200", rb.stack_cfg("gce-b200"), later) is None
+
+
+def test_destroy_is_never_refused_whatever_the_stack_holds() -> None:
+    stack = DeployedStack({"platform": "gke", "deadline": "2026-01-01T00:00:00Z"})
+    rc = rb.main(
+        ["--stack", "gce-b200", "--destroy", "--yes"],
+        which=lambda tool: f"/usr/bin/{tool}",
+        make_stack=stack,
+        say=lambda _: None,
+    )
+    assert rc == rb.EXIT_PASS and stack.calls == ["destroy"]
+
+
+def test_the_bench_wait_covers_every_repeated_start() -> None:
+    once = rb.stack_cfg("gce-b200")
+    thrice = rb.stack_cfg("gce-b200", {**stackfile.read("gce-b200", rb.ROOT), "deepep-a4:benchRepeats": "3"})
+    assert thrice.benchmarks.test_budget_seconds == 3 * once.benchmarks.test_budget_seconds

@@ -135,6 +135,11 @@ class BenchmarkOptions:
     gate_ratio: float
     repeats: int = 1  # starts of each test (the runner's BENCH_REPEATS)
 
+    @property
+    def test_budget_seconds(self) -> int:
+        """How long one test may take in all: every start under its own timeout."""
+        return self.timeout_minutes * 60 * self.repeats
+
 
 @dataclass(frozen=True)
 class StackConfig:

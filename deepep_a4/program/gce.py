@@ -1,4 +1,4 @@
-"""GCE side of the stack: the A4 VM fleet and the results bucket.
+"""GCE side of the stack: the A4 VM fleet (the results bucket is in gce_results.py).
 
 `GceA4Fleet`: an optional compact placement policy and `nodeCount` plain `gcp.compute.Instance`s of
 a4-highgpu-8g, each with a reserved internal address on the host subnet, the ten NICs in A4 order, no
@@ -15,13 +15,10 @@ from its family once (a `pulumi.Stash`), so a newer image in the family replaces
 VM boots the same image as its peers.
 
 One Instance resource per VM (not a managed instance group) on purpose: a spot VM that GCE deleted
-at preemption disappears from the cloud only, so `pulumi up --refresh` sees exactly that VM missing
-and recreates it alone, with the same name, address, rank and metadata; everything else is left as
-it is. A VM stopped instead (terminationAction=STOP) is started again by the same command, because
-every VM declares `desired_status = RUNNING`.
-
-`GceResultsBucket`: one private bucket per stack that the VMs' service account may use and nothing
-else may; it is emptied and deleted with the stack.
+at preemption disappears from the cloud only, so `pulumi up --refresh` (before the stack's deadline,
+deadline.py) sees exactly that VM missing and recreates it alone, with the same name, address, rank and
+metadata; everything else is left as it is. A VM stopped instead (terminationAction=STOP) is started
+again by the same command, because every VM declares `desired_status = RUNNING`.
 """
 
 from __future__ import annotations
@@ -43,11 +40,6 @@ from deepep_a4.program.options import depends_of
 
 # Host addresses start here in the host subnet (GCE keeps the first two for itself; config checks the room).
 FIRST_HOST_OFFSET = GCE_FIRST_HOST_OFFSET
-# What a VM's service account may do with the results bucket: write results and status, overwrite its
-# own status, list and read the peers' markers (the internode barrier). objectCreator cannot overwrite
-# (that needs storage.objects.delete) and cannot list; objectAdmin on this one bucket is the least
-# predefined role that covers it. With uniform bucket-level access there are no object ACLs to abuse.
-BUCKET_ROLE = "roles/storage.objectAdmin"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 # Instance fields whose update the provider can only apply to a stopped VM (terraform-provider-google,
 # resource_compute_instance.go: needToStopInstanceBeforeUpdating, and addResourcePolicies on a running VM):
@@ -85,14 +77,6 @@ def host_ips(cfg: StackConfig) -> list[str]:
 def service_account_id(name_prefix: str) -> str:
     """A 6-30 character account id derived from the stack's prefix."""
     return f"{name_prefix[:26].rstrip('-')}-vms"
-
-
-def bucket_name(name_prefix: str, project: str) -> str:
-    """Bucket names are global: the stack's prefix plus the project, shortened with a digest if too long."""
-    name = f"{name_prefix}-results-{project}"
-    if len(name) > 63:
-        name = f"{name_prefix}-results-{hashlib.sha256(project.encode()).hexdigest()[:10]}"
-    return name
 
 
 def vm_service_account(name: str, name_prefix: str, opts: pulumi.ResourceOptions) -> gcp.serviceaccount.Account:
@@ -371,47 +355,3 @@ class GceA4Fleet(pulumi.ComponentResource):
             return [nic.network_ip or "(assigned by GCE at creation)" for nic in nics[2:]]
 
         return pulumi.Output.all(*[vm.network_interfaces.apply(rdma) for vm in self.instances])
-
-
-@dataclass(frozen=True)
-class GceResultsBucketArgs:
-    bucket_name: str
-    location: str
-    writer: gcp.serviceaccount.Account  # the VMs' service account, the one account that may use the bucket
-    labels: dict[str, str]
-
-    @staticmethod
-    def from_config(cfg: StackConfig, writer: gcp.serviceaccount.Account) -> GceResultsBucketArgs:
-        return GceResultsBucketArgs(bucket_name(cfg.name_prefix, cfg.project), cfg.region, writer, cfg.labels)
-
-
-class GceResultsBucket(pulumi.ComponentResource):
-    """A private, per-stack bucket for benchmark results; only the VMs' service account may use it."""
-
-    bucket: gcp.storage.Bucket
-    grant: gcp.storage.BucketIAMMember
-
-    def __init__(self, name: str, args: GceResultsBucketArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("deepep-a4:gce:GceResultsBucket", name, None, opts)
-        bucket_name, location, writer, labels = args.bucket_name, args.location, args.writer, args.labels
-        child = pulumi.ResourceOptions(parent=self)
-        self.bucket = gcp.storage.Bucket(
-            name,
-            name=bucket_name,
-            location=location.upper(),
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            # Deleted with the stack even when results are still in it; no soft-deleted copies linger.
-            force_destroy=True,
-            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(retention_duration_seconds=0),
-            labels=labels,
-            opts=child,
-        )
-        self.grant = gcp.storage.BucketIAMMember(
-            f"{name}-vm-writer",
-            bucket=self.bucket.name,
-            role=BUCKET_ROLE,
-            member=writer.member,
-            opts=child,
-        )
-        self.register_outputs({"bucketUrl": self.bucket.url})

@@ -75,8 +75,9 @@ def runner_args(cfg: StackConfig) -> list[str]:
 
 
 def peer_wait_seconds(cfg: StackConfig) -> int:
-    """How long a VM waits at the internode barrier: an hour of install skew plus two tests of a peer."""
-    return 3600 + 2 * cfg.benchmarks.timeout_minutes * 60
+    """How long a VM waits at the internode barrier: an hour of install skew plus two tests of a peer (each
+    with all its repeated starts)."""
+    return 3600 + 2 * cfg.benchmarks.test_budget_seconds
 
 
 def bench_settings(cfg: StackConfig, peers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -12,13 +12,11 @@ from deepep_a4.program import artifacts, gce_bench
 from deepep_a4.program.gce import (
     GceA4Fleet,
     GceA4FleetArgs,
-    GceResultsBucket,
-    GceResultsBucketArgs,
-    bucket_name,
     host_ips,
     instance_name,
     vm_service_account,
 )
+from deepep_a4.program.gce_results import GceResultsBucket, GceResultsBucketArgs, bucket_name
 from deepep_a4.program.network import A4Network
 from deepep_a4.program.store import store_access
 

@@ -21,6 +21,7 @@ did not come up or a wait timed out, 5 the destroy failed, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import shutil
 import sys
 import time
@@ -32,6 +33,7 @@ from typing import Any, Protocol
 from deepep_a4 import config
 from deepep_a4.config import stackfile
 from deepep_a4.paths import project_root
+from deepep_a4.program.deadline import parse_time
 from deepep_a4.tools import (
     cost,
 )
@@ -238,6 +240,26 @@ def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfi
     return config.parse(stackfile.project_keys(raw), name)
 
 
+def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.datetime | None = None) -> str | None:
+    """Why `up` must not run on what the stack already holds, or None.
+
+    A platform switch in one stack would create the new machines before Pulumi deletes the old ones: twice
+    the A4 capacity, billed, and often not available. After the stack's deadline the program refuses `up`
+    (program/deadline.py); saying so here saves the wait for the preview."""
+    outputs = stack.outputs() if hasattr(stack, "outputs") else {}
+    deployed = outputs.get("platform")
+    destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy -s {name}`) first"
+    if deployed and deployed != cfg.platform:
+        return (
+            f"stack {name} is deployed on {deployed} and its config now says platform {cfg.platform}: `pulumi up` "
+            f"would create the {cfg.platform} machines before deleting the {deployed} ones; {destroy_first}"
+        )
+    at = outputs.get("deadline")
+    if at and (now or dt.datetime.now(dt.UTC)) >= parse_time(str(at)):
+        return f"stack {name}'s deadline {at} has passed and `pulumi up` is refused after it; {destroy_first}"
+    return None
+
+
 def positive(text: str) -> float:
     """argparse type: a number above zero (checked before anything is created)."""
     try:
@@ -288,6 +310,10 @@ def main(
     except Exception as err:
         say(f"error: cannot open stack {args.stack} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
+    refusal = None if args.destroy else deployed_refusal(args.stack, cfg, stack)
+    if refusal:
+        say(f"error: {refusal}")
+        return EXIT_USAGE
     if cfg.platform == "gke" and which(AUTH_PLUGIN) is None:
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
         say(AUTH_PLUGIN_MISSING)
@@ -300,8 +326,9 @@ def main(
         interactive=sys.stdin.isatty(),
         poll_seconds=args.poll,
         install_timeout_s=args.install_timeout * 60,
-        # Every test may take its full timeout; the internode barrier and pod starts get half an hour more.
-        bench_timeout_s=(cfg.benchmarks.timeout_minutes * tests + 30) * 60,
+        # Every test may take its full timeout at every start; the internode barrier and pod starts get half an
+        # hour more.
+        bench_timeout_s=cfg.benchmarks.test_budget_seconds * tests + 30 * 60,
         out=Path(args.out) if args.out else ROOT / "build" / "report" / args.stack,
         cap_line=cost.bill_cap(cfg).line,
     )
