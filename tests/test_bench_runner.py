@@ -229,8 +229,9 @@ def run_internode(
 def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> None:
     deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()})
     rc, out = run_internode(tmp_path, deepep, tmp_path / "no-counters", rank=1)
-    # The test completed, but without counters and with no transport named nothing proves RDMA: not a pass.
-    assert rc == 1, out
+    # The test completed, but without counters and with no transport named nothing proves RDMA: not a pass,
+    # and not a failure a Job should retry.
+    assert rc == 3, out
     (test,) = json.loads((tmp_path / "results" / "summary.json").read_text())["tests"]
     assert test["status"] == "unproven"
     assert test["problems"] == [
@@ -518,3 +519,19 @@ def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: 
     one_node = report.analyze(report.PathSource(str(tmp_path / "node-0")).items(), 0.5, ["node-0"])
     assert one_node.verdict == "NOT PROVEN"
     assert any(c.detail.startswith("no result from node(s) 1 of 2") for c in one_node.open_checks)
+
+
+def test_a_run_without_evidence_exits_unproven_so_a_job_does_not_retry_it() -> None:
+    from deepep_a4.node import names
+    from deepep_a4.node.bench import run_bench
+
+    assert (run_bench.EXIT_OK, run_bench.EXIT_FAILED, run_bench.EXIT_UNPROVEN) == (
+        names.EXIT_OK,
+        names.EXIT_FAILED,
+        names.EXIT_UNPROVEN,
+    )
+    assert run_bench.overall_status(["passed", "passed"]) == "passed"
+    assert run_bench.overall_status(["passed", "unproven"]) == "unproven"
+    assert run_bench.overall_status(["unproven", "failed"]) == "failed"
+    assert run_bench.overall_status(["passed", "skipped"]) == "failed"
+    assert run_bench.overall_status([]) == "failed"

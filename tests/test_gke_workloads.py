@@ -591,7 +591,8 @@ def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> 
         assert spec["template"]["spec"]["restartPolicy"] == "Never"
         rules = spec["podFailurePolicy"]["rules"]
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-        assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [gke_objects.RUNNER_USAGE_EXIT]
+        assert rules[1]["action"] == "FailJob"
+        assert rules[1]["onExitCodes"]["values"] == [gke_objects.RUNNER_USAGE_EXIT, gke_objects.RUNNER_UNPROVEN_EXIT]
         assert spec["activeDeadlineSeconds"] > 2 * host.cfg.benchmarks.timeout_minutes * 60
 
 

@@ -35,6 +35,8 @@ def install_paths(platform: str) -> dict[str, str]:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# The benchmark ran and nothing failed, but a check had no evidence (NOT PROVEN): a retry would not add it.
+EXIT_UNPROVEN = 3
 # The installer scheduled a reboot: run it again after the boot (sysexits EX_TEMPFAIL).
 EXIT_REBOOT = 75
 

@@ -46,6 +46,7 @@ from deepep_a4.program.gke_objects import (
     PART_OF,
     RESULTS_DIR,
     RUNNER_DIR,
+    RUNNER_UNPROVEN_EXIT,
     RUNNER_USAGE_EXIT,
     TEST_LABEL,
     VERBS_CONFIG_DIR,
@@ -300,13 +301,14 @@ class BenchmarkJobs(pulumi.ComponentResource):
                                     "action": "Ignore",
                                     "on_pod_conditions": [{"type": "DisruptionTarget", "status": "True"}],
                                 },
-                                # The runner's usage error (bad arguments, node not installed) does not heal.
+                                # The runner's usage error (bad arguments, node not installed) does not heal, and
+                                # a run without evidence (NOT PROVEN) would lack it again.
                                 {
                                     "action": "FailJob",
                                     "on_exit_codes": {
                                         "container_name": BENCH_CONTAINER,
                                         "operator": "In",
-                                        "values": [RUNNER_USAGE_EXIT],
+                                        "values": [RUNNER_USAGE_EXIT, RUNNER_UNPROVEN_EXIT],
                                     },
                                 },
                             ]

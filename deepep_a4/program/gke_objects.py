@@ -72,6 +72,7 @@ REBOOT_WAIT_SECONDS = 900  # a scheduled reboot that has not come by then is ret
 JOB_TTL_SECONDS = 3 * 24 * 3600
 JOB_BACKOFF_LIMIT = 2
 RUNNER_USAGE_EXIT = names.EXIT_USAGE
+RUNNER_UNPROVEN_EXIT = names.EXIT_UNPROVEN
 
 
 def k8s_spec(spec: dict[str, Any]) -> Any:

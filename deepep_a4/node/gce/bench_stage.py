@@ -95,7 +95,7 @@ class Stage:
         for path in sorted(results.rglob("*")):
             if path.is_file():
                 self.store.put(f"{self.node}/{test}/{path.relative_to(results)}", path.read_bytes())
-        status = "passed" if rc == 0 else "failed"
+        status = {names.EXIT_OK: "passed", names.EXIT_UNPROVEN: "unproven"}.get(rc, "failed")
         doc = {"test": test, "rc": rc, "status": status, "seconds": round(time.monotonic() - started, 1)}
         if test == "internode":
             doc["attempt"] = self.attempt
