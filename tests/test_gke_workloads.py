@@ -631,3 +631,10 @@ def test_runner_configmap_ships_the_runner_and_parser(host: Built) -> None:
     for j in host.of(JOB):
         vols = {v["name"]: v for v in j.inputs["spec"]["template"]["spec"]["volumes"]}
         assert vols["runner"]["configMap"]["name"] == cm.state["metadata"]["name"]
+
+
+def test_a_jobs_deadline_covers_every_repeated_start() -> None:
+    once = build(benchmarks=["intranode"]).job("intranode")["spec"]["activeDeadlineSeconds"]
+    thrice = build(benchmarks=["intranode"], benchRepeats=3).job("intranode")["spec"]["activeDeadlineSeconds"]
+    per_start = build(benchmarks=["intranode"]).cfg.benchmarks.timeout_minutes * 60
+    assert thrice - once == 2 * 2 * per_start  # two more starts, each under its timeout, twice over

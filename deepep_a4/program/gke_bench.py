@@ -291,8 +291,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
                     {
                         **shape,
                         "backoff_limit": JOB_BACKOFF_LIMIT * (shape["completions"] if test == "internode" else 1),
-                        # The NCCL check and the test, each under its timeout, plus waiting for pod 0's DNS.
-                        "active_deadline_seconds": 3 * per_test_s + 1800,
+                        # The NCCL check under its timeout, every start of the test under its own (twice over),
+                        # plus waiting for pod 0's DNS.
+                        "active_deadline_seconds": per_test_s + 2 * b.test_budget_seconds + 1800,
                         "ttl_seconds_after_finished": JOB_TTL_SECONDS,
                         "pod_failure_policy": {
                             "rules": [
