@@ -488,6 +488,11 @@ def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Pat
     assert ran["verify_rdma"].startswith("no RDMA NICs on this machine")  # the H200 hwtest: no RDMA proof
     assert ran["driver"] == "580.126.09" and ran["deepep_checkout"] == "29d31c0" + "0" * 33
     assert ran["image"] == "unknown"  # a container cannot see its image; the report takes the pod's
+    from deepep_a4.node import names
+    from deepep_a4.node.bench import bench_env
+
+    assert bench_env.IMAGE_VAR == names.IMAGE_VAR
+    assert what_ran({names.IMAGE_VAR: "projects/p/global/images/i"}, "/x", None, proc)["image"].endswith("/i")
     assert what_ran({}, "/nonexistent/python", None, proc)["deepep_ref"] == "unknown"
     # The open kernel modules (B200 needs them) name themselves differently: this line is an H100's, read there.
     (proc / "driver" / "nvidia" / "version").write_text(

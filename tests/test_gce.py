@@ -486,6 +486,12 @@ def test_another_gce_image_is_another_choice_and_new_vms() -> None:
         assert vm["inputs"]["bootDisk"]["initializeParams"]["image"] == image
 
 
+def test_every_vm_is_told_its_boot_image_for_what_ran(gce_plan: plan_engine.PlanResult) -> None:
+    [kept] = images(gce_plan)
+    for vm in of_type(gce_plan, "gcp:compute/instance:Instance"):
+        assert vm["inputs"]["metadata"]["deepep-image"] == kept["inputs"]["input"]
+
+
 def test_an_image_by_name_is_used_as_named() -> None:
     ref = "projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20260517"
     [kept] = images(plan(STACK, gceImage=ref))

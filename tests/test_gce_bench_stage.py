@@ -26,7 +26,8 @@ args = sys.argv[1:]
 test = args[args.index("--tests") + 1]
 results = Path(args[args.index("--results-dir") + 1])
 results.mkdir(parents=True, exist_ok=True)
-env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "BENCH_PROCESSES")}
+SEEN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "BENCH_PROCESSES", "DEEPEP_IMAGE")
+env = {k: os.environ.get(k) for k in SEEN}
 with open(os.environ["CALLS"], "a") as f:
     f.write(json.dumps({"test": test, "env": env, "args": args}) + "\n")
 if test == "internode":  # like torch.distributed: nobody finishes before every node has joined
@@ -46,6 +47,9 @@ if test == "internode":  # like torch.distributed: nobody finishes before every 
 (results / "summary.json").write_text(json.dumps({"status": "passed"}))
 sys.exit(int(os.environ.get("FAIL_" + test.replace("-", "_").upper(), "0")))
 """
+
+
+IMAGE = "https://www.googleapis.com/compute/v1/projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20261110"
 
 
 def attributes(tmp: Path, rank: int, world: int, tests: list[str], wait_s: int = 30) -> Path:
@@ -69,6 +73,7 @@ def attributes(tmp: Path, rank: int, world: int, tests: list[str], wait_s: int =
         "deepep-bucket": "bkt",
         "deepep-run-id": "run1",
         "deepep-bench": json.dumps(bench),
+        "deepep-image": IMAGE,
     }
     path = tmp / f"attrs-{rank}.json"
     path.write_text(json.dumps(attrs))
@@ -137,6 +142,7 @@ def test_two_vms_run_local_tests_then_internode_together(tmp_path: Path, env: di
         else:
             assert c["env"]["WORLD_SIZE"] is None  # the runner runs single-node tests only without it
         assert c["env"]["BENCH_PROCESSES"] == "8"  # the stack's settings reach the runner's environment
+        assert c["env"]["DEEPEP_IMAGE"] == IMAGE  # the boot image, for what ran
     for r in (0, 1):
         for test in ALL:
             assert bucket(tmp_path, f"runs/run1/node-{r}/{test}/done.json")["status"] == "passed"

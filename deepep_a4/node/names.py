@@ -41,6 +41,9 @@ EXIT_UNPROVEN = 3
 EXIT_REBOOT = 75
 
 # -- benchmark processes ---------------------------------------------------------------------------
+# The boot image, handed to the runner where the machine knows it (GCE: the VM's metadata); bench_env.py
+# keeps its own copy (the runner ships without this file).
+IMAGE_VAR = "DEEPEP_IMAGE"
 MASTER_PORT = 29500  # torch.distributed rendezvous of the internode test (rank 0's host)
 
 # -- GCE VM: startup stage files and the states it reports in guest attributes ----------------------

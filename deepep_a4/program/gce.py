@@ -283,6 +283,8 @@ class GceA4Fleet(pulumi.ComponentResource):
                 "deepep-rank": str(i),
                 "deepep-world-size": str(n),
                 "deepep-master-addr": args.host_ips[0],
+                # The boot image as chosen once: the results record it as what ran.
+                "deepep-image": self.image,
                 **args.common_metadata,
             }
             self.instances.append(

@@ -206,6 +206,7 @@ CONFIG_VERSIONS = {
     "INSTALLER_HASH": "installer_hash",
 }
 UNKNOWN = "unknown"
+IMAGE_VAR = "DEEPEP_IMAGE"  # = node/names.py IMAGE_VAR: the boot image where the machine knows it (GCE)
 # Every key a "ran" record has, "unknown" where nothing on the node said (the report shows them all).
 RAN_KEYS = (
     "host",
@@ -303,6 +304,7 @@ def what_ran(
         ran["nccl"] = pkgs.get("nvidia-nccl-cu13") or pkgs.get("nvidia-nccl-cu12") or ""
     except (OSError, ValueError, subprocess.TimeoutExpired):
         pass
-    # "image" stays unknown here: a container cannot see its image digest; the report takes a pod's from
-    # the pod's status (imageID).
+    # A GCE VM is told its boot image (the stage sets IMAGE_VAR). A container cannot see its image digest: on
+    # GKE "image" stays unknown here and the report takes it from the pod's status (imageID).
+    ran["image"] = env.get(IMAGE_VAR, "")
     return {k: (ran.get(k) or UNKNOWN) for k in RAN_KEYS}

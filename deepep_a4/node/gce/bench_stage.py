@@ -88,6 +88,8 @@ class Stage:
         env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT")}
         env.update(self.s.runner_env)  # the stack's test settings (the runner's BENCH_* contract)
         env.update(env_extra)
+        if self.s.image:
+            env[names.IMAGE_VAR] = self.s.image
         argv = self.runner_argv(test, results)
         io.say(f"{test}: {' '.join(argv)}")
         started = time.monotonic()

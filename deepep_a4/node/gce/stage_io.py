@@ -64,6 +64,7 @@ class Settings:
     runner: str = ""
     python: tuple[str, ...] = ()
     test_pythons: tuple[str, ...] = ()
+    image: str = ""  # the VM's boot image (program/gce.py), recorded in what ran
 
     @staticmethod
     def from_attributes(attrs: dict[str, str]) -> Settings:
@@ -85,6 +86,7 @@ class Settings:
             runner=bench.get("runner", ""),
             python=tuple(bench.get("python", ())),
             test_pythons=tuple(bench.get("testPythons", ())),
+            image=attrs.get("deepep-image", ""),
         )
 
     def peer(self, rank: int) -> Peer:
