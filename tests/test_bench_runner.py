@@ -540,3 +540,77 @@ def test_a_run_without_evidence_exits_unproven_so_a_job_does_not_retry_it() -> N
     assert run_bench.overall_status(["unproven", "failed"]) == "failed"
     assert run_bench.overall_status(["passed", "skipped"]) == "failed"
     assert run_bench.overall_status([]) == "failed"
+
+
+# -- issue 18: Google's NCCL settings, socket interfaces, gIB and NCCL versions ----------------------------
+
+
+def test_googles_nccl_settings_include_the_roce_v2_gid_and_follow_ncclgib(tmp_path: Path) -> None:
+    from deepep_a4.node.bench import bench_env
+
+    gib = tmp_path / "gib"
+    (gib / "lib64").mkdir(parents=True)
+    (gib / "lib64" / "libnccl-net.so").write_text("")
+    env, _ = bench_env.build_env({}, None, str(gib))
+    # cluster-toolkit a4high-vm.yaml's values, all of them, with NCCL_NET=gIB.
+    assert {k: env[k] for k in bench_env.GIB_NCCL_ENV} == bench_env.GIB_NCCL_ENV
+    assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_IB_TC"] == "52" and env["NCCL_IB_FIFO_TC"] == "84"
+    off, notes = bench_env.build_env({}, None, str(gib), nccl_gib=False)
+    assert not [k for k in off if k.startswith("NCCL_")] and "ncclGib is off" in " ".join(notes)
+
+
+@pytest.mark.parametrize(
+    ("platform", "pod_networking", "ifname"),
+    [("gke", "hostNetwork", "eth0,eth1"), ("gke", "multiNetwork", "eth0"), ("gce", "", "enp0s19,enp192s20")],
+)
+def test_socket_interfaces_per_platform_and_pod_networking(
+    tmp_path: Path, platform: str, pod_networking: str, ifname: str
+) -> None:
+    from deepep_a4.node.bench import bench_env
+
+    env, notes = bench_env.build_env({}, None, str(tmp_path), platform=platform, pod_networking=pod_networking)
+    assert env["NCCL_SOCKET_IFNAME"] == ifname
+    assert f"NCCL_SOCKET_IFNAME={ifname}" in " ".join(notes)
+    assert "NCCL_SOCKET_IFNAME" not in bench_env.build_env({}, None, str(tmp_path))[0]  # not said: NCCL picks
+
+
+def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
+    from deepep_a4.node.bench.settings import RunnerSettings
+    from deepep_a4.program.bench_settings import runner_settings
+    from tests.conftest import stack_config
+
+    gke = runner_settings(config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200"))
+    assert (gke.platform, gke.pod_networking, gke.nccl_gib) == ("gke", "hostNetwork", True)
+    gce_cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200", ncclGib="false")), "gce-b200")
+    gce = runner_settings(gce_cfg)
+    assert (gce.platform, gce.pod_networking, gce.nccl_gib) == ("gce", "", False)
+    env = gce.to_env()
+    assert env["BENCH_PLATFORM"] == "gce" and env["BENCH_NCCL_GIB"] == "0" and env["BENCH_POD_NETWORKING"] == ""
+    assert RunnerSettings.from_env(env) == gce
+    with pytest.raises(ValueError, match=r"BENCH_PLATFORM='aws' must be one of: gke, gce"):
+        RunnerSettings.from_env({"BENCH_PLATFORM": "aws"})
+    with pytest.raises(ValueError, match=r"BENCH_NCCL_GIB='yes' must be 1 or 0"):
+        RunnerSettings.from_env({"BENCH_NCCL_GIB": "yes"})
+
+
+def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_path: Path) -> None:
+    from deepep_a4.node.bench import bench_env
+
+    gib = tmp_path / "gib"
+    gib.mkdir()
+    (gib / bench_env.GIB_VERSION_FILE).write_text(
+        "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1\n"
+    )
+    python = tmp_path / "python"  # reports what PyTorch 2.10's import would: its wheel and the NCCL it loads
+    python.write_text(
+        '#!/bin/sh\necho \'{"torch": "2.10.0+cu129", "nvidia-nccl-cu12": "2.27.7", "loaded": "2.27.7"}\'\n'
+    )
+    python.chmod(0o755)
+    ran = bench_env.what_ran({"NCCL_NET": "gIB"}, str(python), None, tmp_path, gib_dir=gib)
+    assert ran["nccl"] == "2.27.7" and ran["gib"].endswith("nccl-plugin-gib:v1.1.1")
+    assert ran["nccl_pairing"].startswith("NCCL 2.27.7 with gIB") and "mismatch" not in ran["nccl_pairing"]
+    assert bench_env.nccl_pairing("2.28.9", "nccl-gib 1.1.0") == (
+        "mismatch: NCCL 2.28.9 with gIB nccl-gib 1.1.0; Google pairs gIB 1.1 with NCCL 2.27"
+    )
+    off = bench_env.what_ran({}, str(python), None, tmp_path, gib_dir=gib)
+    assert off["gib"].startswith("off") and off["nccl_pairing"].startswith("no gIB plugin")

@@ -8,10 +8,19 @@ import pytest
 import yaml
 
 from deepep_a4 import config, upstream
+from deepep_a4.config import keys
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
 VALID: dict[str, Any] = {"project": "my-gpu-project"}
+# GCE on Google's accelerator image with its documented companions (inbox RDMA, the image's driver branch).
+ACCEL: dict[str, Any] = {
+    "platform": "gce",
+    "gceImage": keys.ACCELERATOR_IMAGE,
+    "nvidiaDriverVersion": "580",
+    "useDocaOfed": False,
+    "hcaPrefix": "rocep",
+}
 
 
 def problems_of(**raw: Any) -> list[config.Problem]:
@@ -105,6 +114,14 @@ def test_config_is_frozen() -> None:
         ({"project": "X"}, "project", "project ID"),
         ({"namePrefix": "Bad_Prefix"}, "namePrefix", "a-z, 0-9"),
         ({"sshViaIap": "yes"}, "sshViaIap", "true or false"),
+        # An accelerator image ships its driver: another branch (or a build the family will not keep) is refused.
+        ({**ACCEL, "nvidiaDriverVersion": "570"}, "nvidiaDriverVersion", "gceImage ships NVIDIA driver branch 580"),
+        ({**ACCEL, "nvidiaDriverVersion": "580.126.09"}, "nvidiaDriverVersion", "set 580"),
+        (
+            {**ACCEL, "gceImage": "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404"},
+            "gceImage",
+            "must name its driver branch",
+        ),
     ],
 )
 def test_each_rule_names_key_value_and_what_is_allowed(raw: dict[str, Any], key: str, fragment: str) -> None:
@@ -132,6 +149,13 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
     cfg = config.parse({**VALID, "nicHandler": "cpu", "gdrcopyKernelModule": True}, "dev")
     assert cfg.nvshmem.nic_handler == "cpu"
+
+
+def test_the_accelerator_image_with_its_branch_and_the_inbox_stack_is_valid() -> None:
+    cfg = config.parse({**VALID, **ACCEL}, "dev")
+    assert cfg.gce.image_ref.driver_branch == "580" and not cfg.installer.use_doca_ofed
+    # The same image on the gke platform is never booted: nothing to check.
+    assert config.parse({**VALID, **ACCEL, "platform": "gke", "nvidiaDriverVersion": "570"}, "dev")
 
 
 def test_rocep_without_doca_is_valid() -> None:

@@ -82,8 +82,8 @@ def test_each_row_cites_a_known_google_source_and_ends_in_a_verdict(row: list[st
 
 def test_every_row_without_a_reason_is_on_the_list_to_change() -> None:
     todo = section(CONFORMANCE, "Differences without a reason yet (to change in code)")
+    # Empty when every difference has its reason: then the list is empty too.
     open_rows = [r for r in ROWS if r[3].startswith(("**no reason yet**", "**changing in issue 18**"))]
-    assert open_rows
     for row in open_rows:
         assert f"**{row[0]}**" in todo, f"{row[0]} is not on the list to change"
     listed = set(re.findall(r"\*\*([^*]+)\*\*", todo)) - {"changing in issue 18", "no reason yet"}

@@ -27,6 +27,8 @@ from tests.conftest import of_type, plan, stack_config
 
 STACK = "gke-b200"
 DS = "kubernetes:apps/v1:DaemonSet"
+INSTALLER_DS = "deepep-installer"
+GIB_DS = "deepep-gib"
 JOB = "kubernetes:batch/v1:Job"
 CM = "kubernetes:core/v1:ConfigMap"
 RDMA = [f"test-rdma-{i}" for i in range(8)]
@@ -139,7 +141,7 @@ def multi() -> Built:
 
 
 def ds_pod(b: Built) -> dict[str, Any]:
-    return b.one(DS).inputs["spec"]["template"]
+    return b.one(DS, INSTALLER_DS).inputs["spec"]["template"]
 
 
 # -- every object -------------------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def test_namespace_waits_for_the_node_pool_and_declares_privileged(host: Built) 
     assert ns.inputs["metadata"]["name"] == "deepep-a4"
     assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert host.one("test:index:NodePool").urn in ns.deps
-    assert host.one("test:index:NodePool").urn in host.one(DS).deps
+    assert host.one("test:index:NodePool").urn in host.one(DS, INSTALLER_DS).deps
 
 
 def test_outputs_name_the_jobs_and_the_version_set(host: Built) -> None:
@@ -239,7 +241,7 @@ def test_readiness_only_when_the_status_file_says_ready_for_this_version_hash(ho
 
 
 def test_daemonset_is_awaited_long_enough_for_a_cold_install_and_a_reboot(host: Built) -> None:
-    meta = host.one(DS).inputs["metadata"]
+    meta = host.one(DS, INSTALLER_DS).inputs["metadata"]
     assert int(meta["annotations"]["pulumi.com/timeoutSeconds"]) >= 3600
     assert "pulumi.com/skipAwait" not in meta["annotations"]
 
@@ -255,7 +257,7 @@ def test_installer_runs_only_on_a4_nodes_despite_the_gpu_taint_and_as_node_criti
     assert quota["scopeSelector"]["matchExpressions"] == [
         {"scopeName": "PriorityClass", "operator": "In", "values": ["system-node-critical"]}
     ]
-    assert host.one("kubernetes:core/v1:ResourceQuota").urn in host.one(DS).deps
+    assert host.one("kubernetes:core/v1:ResourceQuota").urn in host.one(DS, INSTALLER_DS).deps
 
 
 def test_rbac_allows_exactly_get_and_patch_on_nodes_for_the_installer_account(host: Built) -> None:
@@ -268,7 +270,7 @@ def test_rbac_allows_exactly_get_and_patch_on_nodes_for_the_installer_account(ho
         {"kind": "ServiceAccount", "name": gke_objects.INSTALLER_NAME, "namespace": "deepep-a4"}
     ]
     assert ds_pod(host)["spec"]["serviceAccountName"] == gke_objects.INSTALLER_NAME
-    assert binding.urn in host.one(DS).deps
+    assert binding.urn in host.one(DS, INSTALLER_DS).deps
     # The node label it sets is the version hash.
     init_env = {e["name"]: e.get("value") for e in ds_pod(host)["spec"]["initContainers"][0]["env"]}
     assert init_env["INSTALLED_LABEL"] == gke_objects.INSTALLED_LABEL
@@ -498,7 +500,11 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
         }
         # hostNetwork RDMA: no device plugin hands out /dev/infiniband, so only privileged opens it.
-        assert sc(host, test) == {"privileged": True, "capabilities": {"add": ["IPC_LOCK"]}}
+        assert sc(host, test) == {
+            "privileged": True,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        }
     for b in (host, multi):
         for j in b.of(JOB):
             spec = j.inputs["spec"]["template"]["spec"]
@@ -582,7 +588,7 @@ def test_bench_command_runs_the_runner_with_the_env_file_and_no_torch_nccl_nonbl
 
 
 def test_jobs_start_after_the_installer_and_do_not_block_pulumi(host: Built) -> None:
-    ds = host.one(DS)
+    ds = host.one(DS, INSTALLER_DS)
     for j in host.of(JOB):
         assert ds.urn in j.deps, j.name
         meta, spec = j.inputs["metadata"], j.inputs["spec"]
@@ -603,7 +609,7 @@ def test_jobs_depend_on_the_multi_network_objects_so_destroy_deletes_them_first(
         for j in built.of(JOB):
             assert set(nets) <= set(j.deps), j.name
         # Only the Jobs: the installer does not wait for (nor outlive) the networks.
-        assert not set(nets) & set(built.one(DS).deps)
+        assert not set(nets) & set(built.one(DS, INSTALLER_DS).deps)
 
 
 def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host: Built) -> None:

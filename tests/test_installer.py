@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from deepep_a4 import config, upstream
+from deepep_a4.config import keys
 from deepep_a4.program import artifacts, installer
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
@@ -307,9 +308,12 @@ def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
         {},
         {"nicHandler": "cpu", "gdrcopyKernelModule": True},
         {**PIP_WHEEL, "nvshmemVersion": "3.4.5"},
+        ACCELERATOR,
     ]
     for n, overrides in enumerate(variants):
         for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
+            if overrides is ACCELERATOR and target == "gke":
+                continue  # a GCE boot image
             artifacts.reset()
             cfg = cfg_of(stack, **overrides)
             for rel, text in installer.render_installer(cfg, target).items():
@@ -969,6 +973,109 @@ def test_a_driver_branch_takes_its_newest_build_and_locks_it(tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+# -- Google's accelerator image (issue 18): the image's driver is checked, the inbox RDMA stack kept ----------
+
+ACCELERATOR: dict[str, Any] = {
+    "gceImage": keys.ACCELERATOR_IMAGE,
+    "nvidiaDriverVersion": "580",
+    "useDocaOfed": False,
+    "hcaPrefix": "rocep",
+}
+# Installed (ii) on the image: Ubuntu's -server driver set, its precompiled modules, the kernel meta package.
+IMAGE_PACKAGES = (
+    "nvidia-driver-580-server-open",
+    "libnvidia-compute-580-server",
+    "nvidia-utils-580-server",
+    "linux-modules-nvidia-580-server-open-gcp",
+    "linux-gcp",
+)
+
+
+def image_machine(tmp_path: Path, loaded: str = "580.105.08", license: str = "Dual MIT/GPL") -> Machine:
+    """An A4 VM booted from the accelerator image: its driver loaded, inbox rocep* HCAs, no DOCA-OFED."""
+    m = Machine(tmp_path, hca="rocep", driver_loaded=loaded)
+    state = m.sys / "var/lib/stub"
+    (state / "modinfo-license").write_text(license + "\n")
+    for pkg in IMAGE_PACKAGES:
+        (state / f"pkg-{pkg}").write_text(f"{loaded}-0ubuntu0.24.04.1\n")
+    # Removed with its configuration left (rc): nothing to hold.
+    (state / "pkg-nvidia-dkms-580-open").write_text("580.126.09-1ubuntu1\n")
+    (state / "pkg-nvidia-dkms-580-open.status").write_text("deinstall ok config-files")
+    return m
+
+
+def test_the_accelerator_image_renders_a_driver_check_and_gke_never_does() -> None:
+    def config_sh(cfg: config.StackConfig, target: str) -> str:
+        artifacts.reset()
+        return installer.render_installer(cfg, target)["config.sh"]
+
+    gce = config_sh(cfg_of(**ACCELERATOR), "gce")
+    assert "INSTALL_DRIVER=0" in gce and "IMAGE_DRIVER_BRANCH=580" in gce
+    plain = config_sh(cfg_of(), "gce")
+    assert "INSTALL_DRIVER=1" in plain and "IMAGE_DRIVER_BRANCH=''" in plain
+    gke = config_sh(cfg_of("gke-b200"), "gke")
+    assert "IMAGE_DRIVER_BRANCH=''" in gke
+
+
+def test_the_accelerator_image_keeps_its_driver_and_inbox_rdma_and_holds_the_packages(tmp_path: Path) -> None:
+    m = image_machine(tmp_path)
+    d = m.render(cfg_of(**ACCELERATOR))
+    first = m.run(d)
+    assert first.returncode == 75, first.stdout + first.stderr  # PeerMappingOverride still needs the one reboot
+    installs = [c for c in m.calls("apt-get") if " install " in c]
+    assert not [c for c in installs if "nvidia-driver" in c or "doca-ofed" in c], installs
+    assert not (m.sys / "etc/apt/preferences.d/deepep-nvidia-driver").exists()
+    [hold] = m.calls("apt-mark")
+    assert hold.split()[1] == "hold" and sorted(hold.split()[2:]) == sorted(IMAGE_PACKAGES)
+    m.reboot()
+    done = m.run(d)
+    assert done.returncode == 0, done.stdout + done.stderr
+    phases = m.status()["phases"]
+    assert phases["nvidia-driver"]["note"] == "image driver 580.105.08 (branch 580, open module), 5 packages held"
+    assert phases["doca-ofed"]["note"] == (
+        "useDocaOfed=false: keeping the accelerator image's inbox rdma-core, first HCA rocep6s0 "
+        "(NVSHMEM_HCA_PREFIX=rocep)"
+    )
+    env = m.env_file()
+    assert env["NVSHMEM_HCA_PREFIX"] == "rocep"
+    inbox = {mlx5: name for kind, mlx5, name, _ in topology()[0] if kind == "nic"}
+    expected = ",".join(
+        f"{gpu}:{inbox[hca]}:{port}" for gpu, hca, port in (e.split(":") for e in topology()[1].split(","))
+    )
+    assert env["DEEP_EP_DEVICE_TO_HCA_MAPPING"] == expected
+
+
+def test_the_inbox_stack_is_installed_where_a_fresh_image_lacks_it(tmp_path: Path) -> None:
+    m = image_machine(tmp_path)
+    d = m.render(cfg_of(**ACCELERATOR))
+    assert m.run(d).returncode == 75
+    m.reboot()
+    assert m.run(d).returncode == 0
+    assert any(c.endswith(" install --no-install-recommends libibverbs1 ibverbs-providers") for c in m.calls("apt-get"))
+    # Installed once: the next run of the phase finds them.
+    assert m.run(d, "--redo", "env").returncode == 0
+    assert not [c for c in m.calls("apt-get") if "libibverbs1" in c]
+
+
+@pytest.mark.parametrize(
+    ("loaded", "license", "fragment"),
+    [
+        ("570.172.08", "Dual MIT/GPL", "the image's driver is 570.172.08, expected branch 580"),
+        ("580.105.08", "NVIDIA", "the image's driver 580.105.08 is the proprietary kernel module"),
+    ],
+)
+def test_an_image_driver_of_another_branch_or_the_proprietary_module_fails_with_the_fix(
+    tmp_path: Path, loaded: str, license: str, fragment: str
+) -> None:
+    m = image_machine(tmp_path, loaded=loaded, license=license)
+    proc = m.run(m.render(cfg_of(**ACCELERATOR)))
+    assert proc.returncode == 1
+    assert "phase 'nvidia-driver' failed" in proc.stderr
+    [line] = [x for x in proc.stderr.splitlines() if "error: nvidia-driver:" in x]
+    assert fragment in line and "or the plain Ubuntu image" in line
+    assert not m.calls("apt-mark")
+
+
 def test_verify_checks_the_gpu_to_nic_mapping_against_the_pci_topology(tmp_path: Path) -> None:
     """On field report R1's A4 pairing the env phase finds R1's mapping, and verify fails a mapping that
     puts every GPU on one NIC (troubleshooting T10) by the PCI distances, not by counting entries."""
@@ -1012,3 +1119,66 @@ def test_verify_sends_rdma_through_every_nic_and_records_time_and_figure(
         return
     assert proc.returncode == 1 and "RDMA through this node's NICs" in proc.stderr
     assert reason in (m.root / "state/verify.out").read_text()
+
+
+# -- the gIB NCCL plugin on GCE (issue 18) ------------------------------------------------------------
+
+
+def test_gce_installs_googles_gib_package_pinned_and_held(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of()))
+    installs = [c for c in m.calls() if c.startswith("apt-get") and " install " in c]
+    # cluster-toolkit's A4 blueprints: the AR transport from packages.cloud.google.com, then nccl-gib=1.1.0.
+    assert any("apt-transport-artifact-registry" in c for c in installs)
+    assert any(f"nccl-gib={installer.NCCL_GIB_VERSION}" in c for c in installs)
+    assert installer.NCCL_GIB_VERSION == "1.1.0"
+    assert "apt-mark hold nccl-gib" in m.calls("apt-mark")
+    sources = (m.sys / "etc/apt/sources.list.d/nccl-gib.list").read_text()
+    assert "ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-gib-apt main" in sources
+    assert "signed-by=/etc/apt/keyrings/google-artifact-registry." in sources
+    st = m.status()["phases"]["nccl-gib"]
+    assert st["state"] == "done" and st["note"] == "nccl-gib 1.1.0, held"
+    # As the Slurm blueprint: no ld.so.conf entry; only the tests' LD_LIBRARY_PATH gets /usr/local/gib/lib64.
+    assert not any("/usr/local/gib" in p.read_text() for p in (m.sys / "etc/ld.so.conf.d").glob("*"))
+    # The env phase carries the NVSHMEM traffic class of the stack (default 52, Google's NCCL data class).
+    assert m.env_file()["NVSHMEM_IB_TRAFFIC_CLASS"] == "52"
+
+
+def test_gib_is_skipped_when_off_and_on_gke(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    install(m, m.render(cfg_of(ncclGib=False, nvshmemTrafficClass=0)))
+    assert not any("nccl-gib" in c for c in m.calls("apt-get"))
+    assert m.status()["phases"]["nccl-gib"]["state"] == "skipped"
+    assert m.env_file()["NVSHMEM_IB_TRAFFIC_CLASS"] == "0"
+    assert installer.phase_deps(cfg_of())["nccl-gib"] == ("preflight",)
+    assert "nccl-gib" not in installer.phase_deps(cfg_of())["verify"]  # NVSHMEM's verify does not use NCCL
+    gke = installer.render_installer(cfg_of("gke-b200"), "gke")
+    assert "NCCL_GIB=1" in gke["config.sh"] and "phases/12-nccl-gib.sh" in gke
+
+
+def test_a_gib_package_that_ships_rdma_core_is_refused_naming_the_phase(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    failed = m.run(d, STUB_GIB_EXTRA="libibverbs.so.1 libmlx5.so.1")
+    assert failed.returncode == 1
+    assert "phase 'nccl-gib' failed" in failed.stderr
+    assert "ships rdma-core in /usr/local/gib/lib64 (libibverbs.so.1 libmlx5.so.1)" in failed.stderr
+    assert "T16/T17" in failed.stderr and "ncclGib=false" in failed.stderr
+    assert "retry with: bash" in failed.stderr
+    assert m.status()["error"]["phase"] == "nccl-gib"
+
+
+def test_a_gib_repository_that_fails_names_the_cause(tmp_path: Path) -> None:
+    m = Machine(tmp_path)
+    d = m.render(cfg_of())
+    assert m.run(d).returncode == 75
+    m.reboot()
+    failed = m.run(d, STUB_FAIL="apt-get:*nccl-gib=*")
+    assert failed.returncode == 1
+    assert "phase 'nccl-gib' failed" in failed.stderr
+    assert "nccl-gib=1.1.0 did not install from ar+https://us-apt.pkg.dev/projects/gce-ai-infra" in failed.stderr
+    ok = m.run(d)  # the rerun resumes at the phase and finishes
+    assert ok.returncode == 0, ok.stderr
+    assert started(ok) == ["nccl-gib"]

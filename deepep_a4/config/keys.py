@@ -95,7 +95,13 @@ KEYS: tuple[Key, ...] = (
     Key(
         "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
     ),
-    Key("bootDiskGb", int, 1000, "Boot disk size in GB (hyperdisk-balanced)."),
+    Key(
+        "bootDiskGb",
+        int,
+        200,
+        "Boot disk size in GB (hyperdisk-balanced): the installer writes at most about 60 GB (CUDA, driver, DOCA-OFED, "
+        "the PyTorch venv and pip's cache, builds; docs/conformance.md), 200 is Google's A4 VM default.",
+    ),
     Key("localSsdCount", int, 32, "Local SSDs per node used as ephemeral storage (GKE)."),
     # -- network ---------------------------------------------------------------------------------
     Key("hostCidr", str, "10.0.0.0/20", "Primary range of the host subnet (nic0)."),
@@ -137,7 +143,8 @@ KEYS: tuple[Key, ...] = (
         bool,
         True,
         "Install NVIDIA DOCA-OFED (mlx5_* HCA names, its own rdma-core) as field report R1 did on plain Ubuntu; "
-        "false keeps the inbox RDMA stack (rocep*) that Google's A4 images and blueprints use, with hcaPrefix=rocep.",
+        "false keeps the inbox RDMA stack (rocep*) that Google's A4 images and blueprints use, with hcaPrefix=rocep "
+        "(the documented choice on the accelerator gceImage).",
     ),
     Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
     Key("allowReboot", bool, True, "Let the installer reboot a node once (DOCA-OFED, PeerMappingOverride)."),
@@ -159,6 +166,21 @@ KEYS: tuple[Key, ...] = (
         HCA_PREFIXES,
     ),
     Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),
+    Key(
+        "nvshmemTrafficClass",
+        int,
+        52,
+        "NVSHMEM_IB_TRAFFIC_CLASS, 0-255 (on RoCE NVSHMEM sets the IP traffic class to it and DSCP to it >> 2): "
+        "52 (DSCP 13) is the class Google's A4 settings give NCCL's RDMA data (NCCL_IB_TC=52); 0 is NVSHMEM's "
+        "default, what the field reports ran.",
+    ),
+    Key(
+        "ncclGib",
+        bool,
+        True,
+        "Install Google's gIB NCCL plugin (GKE: the NCCL RDMA installer DaemonSet; GCE: the nccl-gib apt package) "
+        "and run NCCL with Google's A4 settings; false leaves NCCL its built-in IB transport.",
+    ),
     # -- GKE ---------------------------------------------------------------------------------------
     Key(
         "gkeVersion",
@@ -195,7 +217,15 @@ KEYS: tuple[Key, ...] = (
         "Who installs the GPU driver; GKE's own (DEFAULT, LATEST) is refused: PeerMappingOverride cannot apply to it.",
         GKE_GPU_DRIVERS,
     ),
-    Key("podNetworking", str, "multiNetwork", "How benchmark pods reach the RDMA NICs.", POD_NETWORKING),
+    Key(
+        "podNetworking",
+        str,
+        "hostNetwork",
+        "How benchmark pods reach the RDMA NICs: hostNetwork (privileged pods on the node's network, as Google's "
+        "A4 recipes and field report R2 ran) or multiNetwork (unproven on Ubuntu with DOCA-OFED: every Google "
+        "multi-network A4 example runs on COS).",
+        POD_NETWORKING,
+    ),
     Key(
         "containerImage",
         str,

@@ -49,6 +49,7 @@ class NvshmemRuntime:
     nic_handler: str
     hca_prefix: str
     gid_index: int
+    traffic_class: int  # NVSHMEM_IB_TRAFFIC_CLASS (RoCE: the IP traffic class, DSCP = value >> 2)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class InstallerOptions:
     store_url: str
     store_publish: bool
     store_only: bool
+    nccl_gib: bool  # Google's gIB NCCL plugin: the GKE DaemonSet or the GCE apt package, and its NCCL settings
 
 
 @dataclass(frozen=True)

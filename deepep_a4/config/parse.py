@@ -123,7 +123,12 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             deepep_ref=v["deepepRef"],
             deepep_pr466=v["deepepPr466"],
         ),
-        nvshmem=model.NvshmemRuntime(nic_handler=v["nicHandler"], hca_prefix=v["hcaPrefix"], gid_index=v["gidIndex"]),
+        nvshmem=model.NvshmemRuntime(
+            nic_handler=v["nicHandler"],
+            hca_prefix=v["hcaPrefix"],
+            gid_index=v["gidIndex"],
+            traffic_class=v["nvshmemTrafficClass"],
+        ),
         installer=model.InstallerOptions(
             use_doca_ofed=v["useDocaOfed"],
             gdrcopy_kernel_module=v["gdrcopyKernelModule"],
@@ -131,6 +136,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             store_url=v["artifactStore"].rstrip("/"),
             store_publish=v["artifactStorePublish"],
             store_only=v["artifactStoreOnly"],
+            nccl_gib=v["ncclGib"],
         ),
         gke=model.GkeOptions(
             version=v["gkeVersion"],

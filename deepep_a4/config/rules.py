@@ -11,6 +11,7 @@ from typing import Any
 
 from deepep_a4 import provisioning, upstream
 from deepep_a4.config.keys import (
+    ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
     GKE_MIN_VERSION,
@@ -317,6 +318,10 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         )
     if not 0 <= v["gidIndex"] <= 255:
         problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
+    if not 0 <= v["nvshmemTrafficClass"] <= 255:
+        problems.append(
+            Problem("nvshmemTrafficClass", v["nvshmemTrafficClass"], "must be 0-255 (52 is Google's NCCL data class)")
+        )
     if v["platform"] == "gke" and v["gkeGpuDriver"] != "installer":
         # GKE's own driver installer loads the module with insmod: /etc/modprobe.d options never apply, so
         # PeerMappingOverride (dma-buf registration, troubleshooting T09) could never be active.
@@ -394,6 +399,16 @@ def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
         )
         return
     branch = ref.driver_branch
+    if v["platform"] == "gce" and ref.project == ACCELERATOR_IMAGE_PROJECT and not branch:
+        # The installer checks the image's driver against the branch in its name; without one it could not.
+        problems.append(
+            Problem(
+                "gceImage",
+                v["gceImage"],
+                f"an {ACCELERATOR_IMAGE_PROJECT} image must name its driver branch (...-with-nvidia-580...): the "
+                "installer checks the image's driver against it",
+            )
+        )
     if v["platform"] == "gce" and branch and v["nvidiaDriverVersion"] != branch:
         # The image's driver build moves with the family; a pinned build would make the installer replace it.
         problems.append(
@@ -401,6 +416,6 @@ def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
                 "nvidiaDriverVersion",
                 v["nvidiaDriverVersion"],
                 f"gceImage ships NVIDIA driver branch {branch}: set {branch} (the installer checks the image's "
-                "driver instead of installing one)",
+                "driver instead of installing one), or use a gceImage without a driver (plain Ubuntu)",
             )
         )

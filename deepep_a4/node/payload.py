@@ -72,3 +72,11 @@ GCE_STARTUP = "gce/startup.sh"
 def gce_startup_script() -> str:
     """The GCE startup script's logic; its values and the files it writes are put in front of it."""
     return _read(GCE_STARTUP)
+
+
+GKE_GIB_INIT = "gke/gib-init.sh"
+
+
+def gke_gib_init() -> str:
+    """The gIB NCCL plugin DaemonSet's init-container script (its values come in as environment variables)."""
+    return _read(GKE_GIB_INIT)

@@ -21,4 +21,8 @@ def runner_settings(cfg: StackConfig) -> RunnerSettings:
         timeout_minutes=b.timeout_minutes,
         hcas=cfg.shape.rdma_nics,
         repeats=b.repeats,
+        platform=cfg.platform,
+        # Only GKE's pods have a pod networking; a VM's NCCL uses its own gVNICs.
+        pod_networking=cfg.gke.pod_networking if cfg.platform == "gke" else "",
+        nccl_gib=cfg.installer.nccl_gib,
     )

@@ -52,8 +52,15 @@ ENV_FILE = _PATHS["env"]
 DEEPEP_DIR = _PATHS["deepep"]
 DEEPEP_PYTHON = _PATHS["python"]
 GPU_PLUGIN_DIR = names.GKE_PLUGIN_NVIDIA
+# Google's gIB NCCL plugin on the host, and where a benchmark pod sees it (gke_gib.py): its own folder, never
+# the driver's lib64 next to it (troubleshooting T16/T17).
 GIB_HOST_DIR = "/home/kubernetes/bin/gib"
 GIB_DIR = "/usr/local/gib"
+GIB_NAME = "nccl-gib-installer"
+GIB_LABELS = {**PART_OF, "app.kubernetes.io/name": GIB_NAME}
+# Pulling the plugin image and copying a few files takes a minute; the rest covers the installer's one
+# reboot of the node (the gIB pod starts again after it).
+GIB_TIMEOUT_SECONDS = 1800
 RUNNER_DIR = "/opt/deepep-bench"
 RESULTS_DIR = "/results"
 

@@ -20,6 +20,10 @@ InstallerDaemonSet
     a cold install and the reboot. The hash is also a pod-template annotation: a changed version set
     rolls the DaemonSet.
 
+GibInstaller (with `ncclGib`, the default)
+    Google's NCCL RDMA installer DaemonSet (gke_gib.py): the gIB NCCL plugin into the host's
+    `/home/kubernetes/bin/gib` on every A4 node, never beside the driver's libraries; Ready once copied.
+
 BenchmarkJobs
     The runner (deepep_a4/node/bench/, as node/payload.py lists it) in a ConfigMap; an intranode and a
     low-latency Job (one pod, one node, 8 GPUs) and the internode test as an **Indexed Job**
@@ -27,13 +31,15 @@ BenchmarkJobs
     WORLD_SIZE = node count, MASTER_ADDR = pod 0's DNS name). Only the tests in `benchmarks` are
     created. Pod networking per `podNetworking`: `hostNetwork`, or the multi-network annotations
     (eth1 the second gVNIC, eth2..eth9 the eight RDMA Networks in NIC order). Every Job depends on the
-    DaemonSet (created after every node is installed) and on the multi-network objects (destroyed after
+    DaemonSet (created after every node is installed), on the gIB DaemonSet (every node has the plugin)
+    and on the multi-network objects (destroyed after
     the Jobs), carries `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot
     preemption in its podFailurePolicy (DisruptionTarget), fails at once on the runner's usage error
     (exit 2), and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
 
-Benchmark pod privileges: decided in gke_pod_security.py (only the installer's init container
-is privileged with the default `podNetworking: multiNetwork`). GPUs come from GKE's device plugin
+Benchmark pod privileges: decided in gke_pod_security.py (with the default `podNetworking: hostNetwork` the
+RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged
+and is unproven on Ubuntu with DOCA-OFED). GPUs come from GKE's device plugin
 (`nvidia.com/gpu: 8`); only the RDMA tests (internode, low-latency) get the multi-network interfaces.
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
 plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
@@ -41,8 +47,8 @@ provider folder (the env file copies the host's mlx5 provider there, docs/troubl
 A NetworkPolicy admits to a benchmark pod only the other benchmark pods (the internode rendezvous) and
 nothing to the installer's pods; egress stays open (DNS, the rendezvous, package mirrors).
 No apt or pip at run time: the pod's environment is the installer's env file on top of the device
-plugin's driver paths, minus TORCH_NCCL_USE_COMM_NONBLOCKING; the runner adds the NCCL gIB
-settings only where the gIB plugin is present.
+plugin's driver paths, minus TORCH_NCCL_USE_COMM_NONBLOCKING; the runner adds Google's NCCL gIB
+settings where the plugin is installed and `ncclGib` is on, and the socket interfaces of the pod networking.
 """
 
 from __future__ import annotations
@@ -56,8 +62,16 @@ import pulumi_kubernetes as k8s
 
 from deepep_a4.config import StackConfig
 from deepep_a4.program.gke_bench import BenchmarkJobs, BenchmarkJobsArgs
+from deepep_a4.program.gke_gib import GIB_IMAGE, GibArgs, GibInstaller
 from deepep_a4.program.gke_installer import InstallerArgs, InstallerDaemonSet
 from deepep_a4.program.gke_objects import NAMESPACE, PART_OF, child_opts, depends_of
+
+# What the plan and the stack outputs say of each pod networking (docs/conformance.md, GKE workloads).
+POD_NETWORKING_LABELS = {
+    "hostNetwork": "hostNetwork (privileged RDMA pods, as Google's A4 recipes and field report R2 ran)",
+    "multiNetwork": "multiNetwork (unproven on Ubuntu with DOCA-OFED: every Google multi-network A4 example runs "
+    "on COS)",
+}
 
 
 @dataclass(frozen=True)
@@ -103,10 +117,21 @@ class GkeWorkloads(pulumi.ComponentResource):
             InstallerArgs.from_config(cfg, ns),
             pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
         )
+        self.gib: GibInstaller | None = None
+        if cfg.installer.nccl_gib:
+            self.gib = GibInstaller(
+                f"{name}-gib",
+                GibArgs.from_config(cfg, ns),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
+            )
+        # Pulumi waits for each DaemonSet to be Ready: every node installed, every node with the gIB plugin.
+        ready: list[pulumi.Resource] = [self.installer.daemon_set]
+        if self.gib is not None:
+            ready.append(self.gib.daemon_set)
         self.benchmarks = BenchmarkJobs(
             f"{name}-bench",
             BenchmarkJobsArgs(cfg, ns, self.installer.versions_hash, args.network_names),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.installer.daemon_set, *args.networks]),
+            pulumi.ResourceOptions(parent=self, depends_on=[*ready, *args.networks]),
         )
         self.register_outputs({"namespace": ns})
 
@@ -129,5 +154,7 @@ def build_gke_workloads(
         "benchNamespace": w.namespace.metadata.name,
         "benchJobs": {t: j.metadata.name for t, j in w.benchmarks.jobs.items()},
         "installedVersionsHash": w.installer.versions_hash,
+        "podNetworking": POD_NETWORKING_LABELS[cfg.gke.pod_networking],
+        "ncclGib": GIB_IMAGE if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
         "resultsCommand": ".venv/bin/deepep-a4 report --stack " + pulumi.get_stack(),
     }

@@ -46,6 +46,8 @@ PHASES: tuple[str, ...] = (
     "deepep",
     "env",
     "verify",
+    # NCCL's gIB plugin on GCE (GKE: program/gke_gib.py); verify does not use it (NVSHMEM), so it comes last.
+    "nccl-gib",
 )
 
 # sha256 of downloads, by the artifact name the phases pass to `fetch`. Only digests checked against
@@ -63,6 +65,14 @@ DEEPEP_REPO = "https://github.com/deepseek-ai/DeepEP.git"
 NUMPY_SPEC = "numpy<3"
 MIN_FREE_GB = 40
 APT_LOCK_TIMEOUT_S = 900
+# Google's gIB NCCL plugin for GCE VMs, as cluster-toolkit's A4 blueprints install it
+# (examples/machine-learning/a4-highgpu-8g/a4high-slurm-blueprint.yaml pins nccl_gib_version 1.1.0; the
+# repositories and keys as there and in a4high-vm.yaml, 1047080375afb). The version is written here only.
+NCCL_GIB_VERSION = "1.1.0"
+GIB_APT_REPO = "ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-gib-apt main"
+GIB_APT_KEY_URL = "https://us-apt.pkg.dev/doc/repo-signing-key.gpg"
+GOOGLE_APT_TRANSPORT_REPO = "https://packages.cloud.google.com/apt apt-transport-artifact-registry-stable main"
+GOOGLE_APT_KEY_URL = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
 
 
 def deepep_commit(ref: str) -> str:
@@ -94,7 +104,9 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
         "deepep": ("cuda", "nvshmem", "pytorch"),
         "env": ("doca-ofed", "peermapping", "cuda", "gdrcopy", "nvshmem", "pytorch", "deepep"),
     }
-    deps["verify"] = tuple(p for p in PHASES if p != "verify")
+    # The plugin goes into its own folder and needs nothing else the installer puts on the node.
+    deps["nccl-gib"] = ("preflight",)
+    deps["verify"] = tuple(p for p in PHASES if p not in ("verify", "nccl-gib"))
     return deps
 
 
@@ -133,6 +145,9 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
     v, shape = cfg.versions, cfg.shape
     model, pci_ids = GPU_PCI_IDS.get(shape.accelerator, (shape.accelerator, ()))
+    # The driver branch the VM's boot image ships ("" for plain Ubuntu and for GKE nodes): config/model.py
+    # reads it from the image's name, in one place.
+    image_branch = cfg.gce.image_ref.driver_branch if target == "gce" else ""
     values: dict[str, object] = {
         "DEEPEP_STACK": cfg.stack,
         "DEEPEP_TARGET": target,
@@ -152,11 +167,20 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "USE_DOCA_OFED": cfg.installer.use_doca_ofed,
         "GDRCOPY_KERNEL_MODULE": cfg.installer.gdrcopy_kernel_module,
         "ALLOW_REBOOT": cfg.installer.allow_reboot,
-        # On GKE the pool's gpu-driver-version decides; with DEFAULT/LATEST GKE installs the driver.
-        "INSTALL_DRIVER": target == "gce" or cfg.gke.gpu_driver == "installer",
+        # On GKE the pool's gpu-driver-version decides; with DEFAULT/LATEST GKE installs the driver. A GCE
+        # accelerator image ships its own (issue 18): the driver phase then checks it instead of installing.
+        "INSTALL_DRIVER": not image_branch and (target == "gce" or cfg.gke.gpu_driver == "installer"),
+        "IMAGE_DRIVER_BRANCH": image_branch,
         "NIC_HANDLER": cfg.nvshmem.nic_handler,
         "HCA_PREFIX": cfg.nvshmem.hca_prefix,
         "GID_INDEX": cfg.nvshmem.gid_index,
+        "NVSHMEM_TRAFFIC_CLASS": cfg.nvshmem.traffic_class,
+        "NCCL_GIB": cfg.installer.nccl_gib,
+        "NCCL_GIB_VERSION": NCCL_GIB_VERSION,
+        "GIB_APT_REPO": GIB_APT_REPO,
+        "GIB_APT_KEY_URL": GIB_APT_KEY_URL,
+        "GOOGLE_APT_TRANSPORT_REPO": GOOGLE_APT_TRANSPORT_REPO,
+        "GOOGLE_APT_KEY_URL": GOOGLE_APT_KEY_URL,
         "GPU_MODEL": model,
         "GPU_DEVICE_IDS": " ".join(pci_ids),
         "EXPECTED_GPUS": shape.gpus,

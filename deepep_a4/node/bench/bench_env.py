@@ -22,19 +22,39 @@ DEEPEP_SCRIPTS = {
     "internode": "test_internode.py",
 }
 DEFAULT_PORT = 8361  # DeepEP's tests/utils.py default
-# gIB NCCL settings of the GKE troubleshooting report R3, used only where the gIB plugin is installed.
+# Google's NCCL settings for gIB on A4 (what its set_nccl_env.sh sets), as GoogleCloudPlatform/cluster-toolkit
+# spells them out in examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml (1047080375afb), NCCL_NET=gIB
+# with them; used only where the gIB plugin is installed and deepep-a4:ncclGib is on. GID index 3 is RoCE v2.
 GIB_NCCL_ENV = {
     "NCCL_NET": "gIB",
-    "NCCL_IB_TC": "52",
-    "NCCL_IB_ADAPTIVE_ROUTING": "1",
-    "NCCL_IB_QPS_PER_CONNECTION": "4",
     "NCCL_CROSS_NIC": "0",
     "NCCL_NET_GDR_LEVEL": "PIX",
     "NCCL_P2P_NET_CHUNKSIZE": "131072",
     "NCCL_NVLS_CHUNKSIZE": "524288",
+    "NCCL_IB_GID_INDEX": "3",
+    "NCCL_IB_ADAPTIVE_ROUTING": "1",
+    "NCCL_IB_QPS_PER_CONNECTION": "4",
+    "NCCL_IB_TC": "52",
     "NCCL_IB_FIFO_TC": "84",
 }
 GIB_TUNER_CONFIG = "configs/tuner_config_a4.txtpb"
+# The interfaces NCCL's bootstrap and socket transport use, per platform and (GKE) pod networking:
+# - GKE host network: the node's two gVNICs, as AI-Hypercomputer/gpu-recipes' A4 JobSet sets them
+#   (training/a4/.../recipe/templates/workload-job.yaml, 2e1fd5efbf1a);
+# - GKE multi-network: the pod network (eth0), the only interface every pod is reachable on by its DNS name;
+# - GCE: an A4 VM's two gVNICs, as cluster-toolkit's A4 NCCL test sets them
+#   (examples/machine-learning/a4-highgpu-8g/system_benchmarks/run-nccl-tests-via-ramble.sh, 1047080375afb).
+SOCKET_IFNAMES = {
+    ("gke", "hostNetwork"): "eth0,eth1",
+    ("gke", "multiNetwork"): "eth0",
+    ("gce", ""): "enp0s19,enp192s20",
+}
+# The gIB plugin's version: the GKE DaemonSet writes its image here (program/gke_gib.py); on GCE dpkg knows.
+GIB_VERSION_FILE = "deepep-a4-gib-version"
+GIB_PACKAGE = "nccl-gib"
+# The NCCL Google pairs with gIB 1.1: libnccl2 2.27.5 beside nccl-gib 1.1.0 in cluster-toolkit's A4 Slurm
+# blueprint (examples/machine-learning/a4-highgpu-8g/a4high-slurm-blueprint.yaml, 1047080375afb).
+GIB_PAIRED_NCCL = "2.27"
 # Never set by the runner, always removed: the gIB shim fails with "mismatch ... (expected unset)".
 UNSET_VARS = ("TORCH_NCCL_USE_COMM_NONBLOCKING",)
 
@@ -69,7 +89,20 @@ def gib_plugin_present(gib_dir: str) -> bool:
     return lib.is_dir() and any(lib.glob("libnccl-net*.so*"))
 
 
-def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple[dict[str, str], list[str]]:
+def socket_ifname(platform: str, pod_networking: str) -> str:
+    """NCCL_SOCKET_IFNAME for where the runner runs; "" where the settings do not say (NCCL picks)."""
+    return SOCKET_IFNAMES.get((platform, pod_networking if platform == "gke" else ""), "")
+
+
+def build_env(
+    base: dict[str, str],
+    env_file: str | None,
+    gib_dir: str,
+    *,
+    nccl_gib: bool = True,
+    platform: str = "",
+    pod_networking: str = "",
+) -> tuple[dict[str, str], list[str]]:
     """The tests' environment and a note for each decision taken."""
     env = dict(base)
     notes: list[str] = []
@@ -82,7 +115,13 @@ def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple
     for key in UNSET_VARS:
         if env.pop(key, None) is not None:
             notes.append(f"unset {key}")
-    if gib_plugin_present(gib_dir):
+    ifname = socket_ifname(platform, pod_networking)
+    if ifname:
+        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+        notes.append(f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} ({platform} {pod_networking}".rstrip() + ")")
+    if not nccl_gib:
+        notes.append("ncclGib is off: no gIB NCCL settings; NCCL picks its own transport")
+    elif gib_plugin_present(gib_dir):
         for key, value in GIB_NCCL_ENV.items():
             env.setdefault(key, value)
         tuner = Path(gib_dir) / GIB_TUNER_CONFIG
@@ -92,7 +131,7 @@ def build_env(base: dict[str, str], env_file: str | None, gib_dir: str) -> tuple
         paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
         if lib not in paths:
             env["LD_LIBRARY_PATH"] = ":".join([*paths, lib])
-        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and R3's NCCL settings")
+        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and Google's A4 NCCL settings")
     else:
         notes.append(f"no gIB NCCL plugin in {gib_dir}: NCCL picks its own transport")
     env["PYTHONUNBUFFERED"] = "1"
@@ -186,6 +225,7 @@ TRANSPORT_VARS = (
     "NVSHMEM_IBGDA_NIC_HANDLER",
     "NVSHMEM_HCA_PREFIX",
     "NVSHMEM_IB_GID_INDEX",
+    "NVSHMEM_IB_TRAFFIC_CLASS",
     "NVSHMEM_DISABLE_P2P",
     "DEEP_EP_DEVICE_TO_HCA_MAPPING",
     "NCCL_NET",
@@ -217,15 +257,55 @@ RAN_KEYS = (
     "install_updated",
     "verify_rdma",
     "image",
+    "gib",
+    "nccl_pairing",
 )
-_PACKAGES = (  # distributions asked of the tests' Python: the installed PyTorch and NCCL
+_PACKAGES = (  # asked of the tests' Python: the installed PyTorch and NCCL, and the NCCL PyTorch loads
     "import importlib.metadata as m, json\n"
     "out = {}\n"
     "for d in ('torch', 'nvidia-nccl-cu13', 'nvidia-nccl-cu12'):\n"
     "    try: out[d] = m.version(d)\n"
     "    except m.PackageNotFoundError: pass\n"
+    "try:\n"
+    "    import torch\n"
+    "    v = torch.cuda.nccl.version()\n"
+    "    v = v if isinstance(v, tuple) else (v // 10000, v // 100 % 100, v % 100)\n"
+    "    out['loaded'] = '.'.join(map(str, v))\n"
+    "except Exception:\n"
+    "    pass\n"
     "print(json.dumps(out))\n"
 )
+
+
+def gib_version(gib_dir: Path) -> str:
+    """The gIB plugin in `gib_dir`: the image the GKE DaemonSet wrote there, else dpkg's nccl-gib (GCE)."""
+    try:
+        return (gib_dir / GIB_VERSION_FILE).read_text().strip()
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}|${Version}", GIB_PACKAGE],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    status, _, version = out.partition("|")
+    return f"{GIB_PACKAGE} {version}" if status == "install ok installed" and version else ""
+
+
+def nccl_pairing(nccl: str, gib: str) -> str:
+    """Whether the NCCL that ran is the one Google pairs with gIB (docs/conformance.md, "NCCL itself")."""
+    if not gib:
+        return "no gIB plugin: nothing to pair"
+    if not nccl:
+        return f"gIB {gib} with an NCCL nobody reported"
+    if nccl == GIB_PAIRED_NCCL or nccl.startswith(GIB_PAIRED_NCCL + "."):
+        return f"NCCL {nccl} with gIB {gib}: the NCCL {GIB_PAIRED_NCCL} Google pairs with gIB 1.1"
+    return f"mismatch: NCCL {nccl} with gIB {gib}; Google pairs gIB 1.1 with NCCL {GIB_PAIRED_NCCL}"
 
 
 def transport_of(env: dict[str, str]) -> dict[str, str]:
@@ -271,11 +351,17 @@ def git_head(checkout: Path) -> str:
 
 
 def what_ran(
-    env: dict[str, str], python: str, deepep_dir: Path | None, proc_root: Path = Path("/proc")
+    env: dict[str, str],
+    python: str,
+    deepep_dir: Path | None,
+    proc_root: Path = Path("/proc"),
+    gib_dir: Path | None = None,
 ) -> dict[str, str]:
     """Versions, commits and install state of this node, for the result: the installer's config.sh and
     status.json under DEEPEP_ROOT (the env file exports it), the driver the kernel loaded, the DeepEP
-    checkout's commit and the tests' Python packages. Every RAN_KEYS key, "unknown" where nothing said."""
+    checkout's commit, the tests' Python packages and the NCCL PyTorch loads, and the gIB plugin NCCL was
+    given (env NCCL_NET=gIB) with how that pair compares to Google's. Every RAN_KEYS key, "unknown" where
+    nothing said."""
     ran: dict[str, str] = {"host": socket.gethostname(), "kernel": os.uname().release}
     root = Path(env["DEEPEP_ROOT"]) if env.get("DEEPEP_ROOT") else None
     if root is not None:
@@ -301,10 +387,18 @@ def what_ran(
         )
         pkgs = json.loads(out.stdout or "{}")
         ran["torch"] = pkgs.get("torch") or ran.get("torch", "")
-        ran["nccl"] = pkgs.get("nvidia-nccl-cu13") or pkgs.get("nvidia-nccl-cu12") or ""
+        # The NCCL PyTorch loads; the wheel's version where torch could not say.
+        ran["nccl"] = pkgs.get("loaded") or pkgs.get("nvidia-nccl-cu13") or pkgs.get("nvidia-nccl-cu12") or ""
     except (OSError, ValueError, subprocess.TimeoutExpired):
         pass
     # A GCE VM is told its boot image (the stage sets IMAGE_VAR). A container cannot see its image digest: on
     # GKE "image" stays unknown here and the report takes it from the pod's status (imageID).
     ran["image"] = env.get(IMAGE_VAR, "")
+    gib = ""
+    if env.get("NCCL_NET") == GIB_NCCL_ENV["NCCL_NET"]:
+        gib = (gib_version(gib_dir) if gib_dir is not None else "") or "of unknown version"
+        ran["gib"] = gib
+    else:
+        ran["gib"] = "off (NCCL's own transport)"
+    ran["nccl_pairing"] = nccl_pairing(ran.get("nccl", ""), gib)
     return {k: (ran.get(k) or UNKNOWN) for k in RAN_KEYS}

@@ -274,7 +274,15 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         return 2
 
     try:
-        env, notes = build_env(dict(os.environ), args.env_file or None, args.gib_dir)
+        settings = RunnerSettings.from_env(os.environ)  # checked by parse_args already
+        env, notes = build_env(
+            dict(os.environ),
+            args.env_file or None,
+            args.gib_dir,
+            nccl_gib=settings.nccl_gib,
+            platform=settings.platform,
+            pod_networking=settings.pod_networking,
+        )
     except (subprocess.CalledProcessError, OSError) as err:
         log(out, "error", f"cannot load the env file {args.env_file}: {err}")
         return 2
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     # What ran, once per node: it goes into every begin marker, so each test's log carries it.
-    ran = what_ran(env, args.python, tests_dir.parent)
+    ran = what_ran(env, args.python, tests_dir.parent, gib_dir=Path(args.gib_dir))
     log(out, "ran", ran)
     context: dict[str, Any] = {"node_rank": node_rank, "host": ran["host"], "repeats": args.repeats, "ran": ran}
 

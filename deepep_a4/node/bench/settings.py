@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 MAX_REPEATS = 10
+# The text settings and what each may be ("" = not said: a runner started by hand, the hardware test).
+CHOICES = {"platform": ("", "gke", "gce"), "pod_networking": ("", "hostNetwork", "multiNetwork")}
 
 
 @dataclass(frozen=True)
@@ -31,17 +33,25 @@ class RunnerSettings:
     hcas: int = 8
     # Starts of each DeepEP test in a row (the report gives min/median/max of 3 or more), at most MAX_REPEATS.
     repeats: int = 1
+    # Where the runner runs and, on GKE, how its pod reaches the network: NCCL's socket interfaces follow them
+    # (bench_env.socket_ifname).
+    platform: str = ""
+    pod_networking: str = ""
+    # Google's gIB NCCL plugin and its NCCL settings, where the plugin is installed (deepep-a4:ncclGib).
+    nccl_gib: bool = True
 
     @staticmethod
     def variable(field_name: str) -> str:
         return "BENCH_" + field_name.upper()
 
     def to_env(self) -> dict[str, str]:
-        """BENCH_<FIELD> -> value, in field order; whole numbers without a decimal point."""
+        """BENCH_<FIELD> -> value, in field order; whole numbers without a decimal point, flags as 1 or 0."""
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, bool):
+                value = int(value)
+            elif isinstance(value, float) and value.is_integer():
                 value = int(value)
             out[self.variable(f.name)] = str(value)
         return out
@@ -49,11 +59,21 @@ class RunnerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RunnerSettings:
         """The settings in `env`, defaults for the variables it lacks; ValueError names a bad variable."""
-        values: dict[str, int | float] = {}
+        values: dict[str, object] = {}
         for f in fields(cls):
             name = cls.variable(f.name)
             text = env.get(name, "").strip()
             if not text:
+                continue
+            if f.type in ("str", str):
+                if text not in CHOICES[f.name]:
+                    raise ValueError(f"{name}={text!r} must be one of: {', '.join(c for c in CHOICES[f.name] if c)}")
+                values[f.name] = text
+                continue
+            if f.type in ("bool", bool):
+                if text not in ("0", "1"):
+                    raise ValueError(f"{name}={text!r} must be 1 or 0")
+                values[f.name] = text == "1"
                 continue
             kind = float if f.type in ("float", float) else int
             try:

@@ -1,7 +1,9 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase doca-ofed: NVIDIA DOCA-OFED turns the inbox rocep* HCAs into mlx5_* (field report R1 Phase 2) and
 # brings the rdma-core userspace every process uses. Its new kernel modules take effect after the
-# one reboot of the peermapping phase.
+# one reboot of the peermapping phase. It is a choice (useDocaOfed): without it the inbox rdma-core keeps
+# the rocep* names, which NVSHMEM 3.4.5 and later take from NVSHMEM_HCA_PREFIX; Google's accelerator
+# images ship that inbox stack and neither of Google's x86 A4 blueprints installs DOCA-OFED.
 
 phase_inputs() {
   # DOCA-OFED's kernel modules are built for the running kernel: a new kernel reruns the phase.
@@ -9,7 +11,12 @@ phase_inputs() {
 }
 
 phase_run() {
-  ((USE_DOCA_OFED)) || phase_skip "useDocaOfed=false: keeping the inbox rdma-core (HCA prefix $HCA_PREFIX)"
+  if ((!USE_DOCA_OFED)); then
+    local inbox="" first
+    first="$(first_hca)"
+    [[ -n $IMAGE_DRIVER_BRANCH ]] && inbox=" the accelerator image's"
+    phase_skip "useDocaOfed=false: keeping$inbox inbox rdma-core, first HCA ${first:-none} (NVSHMEM_HCA_PREFIX=$HCA_PREFIX)"
+  fi
   local installed os repo key
   installed="$(installed_version doca-ofed)"
   # Newer GCP B200 images ship DOCA-OFED already (field report R1, 2026-02): mlx5_* names mean nothing to do.

@@ -1,10 +1,11 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase nvidia-driver: the open kernel modules at the pinned version (field reports: 575 on GKE, 580 on GCE),
-# unless the platform already provides exactly that version.
+# unless the platform already provides exactly that version. On a GCE accelerator image, which ships the
+# driver (IMAGE_DRIVER_BRANCH, issue 18), the phase checks that driver instead of installing one.
 
 phase_inputs() {
   # The driver's modules are built for the running kernel: a new kernel reruns the phase.
-  echo "install=$INSTALL_DRIVER version=$NVIDIA_DRIVER_VERSION target=$DEEPEP_TARGET kernel=$(uname -r)"
+  echo "install=$INSTALL_DRIVER image=$IMAGE_DRIVER_BRANCH version=$NVIDIA_DRIVER_VERSION target=$DEEPEP_TARGET kernel=$(uname -r)"
 }
 
 loaded_driver_version() {
@@ -87,9 +88,64 @@ driver_build() {
   die "NVIDIA driver $NVIDIA_DRIVER_VERSION is not in the repository (nvidia-driver-$major-open); the newest $major build there is ${newest:-none}: set nvidiaDriverVersion to it, or to $major to follow the branch"
 }
 
+# The module's license tells the open kernel module (B200 runs only on it) from the proprietary one:
+# "Dual MIT/GPL" against "NVIDIA" (modinfo); without modinfo, the loaded module's banner says "Open Kernel Module".
+driver_is_open() {
+  local license
+  license="$(modinfo -F license nvidia 2>/dev/null || true)"
+  if [[ -n $license ]]; then
+    [[ $license == "Dual MIT/GPL" ]]
+  else
+    grep -qs 'Open Kernel Module' "$SYS/proc/driver/nvidia/version"
+  fi
+}
+
+# The image's driver packages, installed (ii): the driver userspace and modules (Ubuntu's *-server builds
+# and their precompiled linux-modules-nvidia-*), and the kernel meta packages those modules are built for.
+IMAGE_HOLD_PATTERNS=('nvidia-*' 'libnvidia-*' 'linux-modules-nvidia-*' 'linux-objects-nvidia-*'
+  'linux-signatures-nvidia-*' 'linux-gcp' 'linux-image-gcp' 'linux-headers-gcp')
+image_driver_packages() {
+  dpkg-query -W -f='${Package}\t${Status}\n' "${IMAGE_HOLD_PATTERNS[@]}" 2>/dev/null |
+    awk -F'\t' '$2 == "install ok installed" { print $1 }' || true
+}
+
+# check_image_driver LOADED: the accelerator image's driver is the branch its name says and the open module;
+# its packages are held, so neither unattended-upgrades nor the CUDA repository's same-named packages
+# (libnvidia-compute-580, ...) swap the driver or the kernel it was built for under a run. Google's A4
+# Slurm blueprint holds the image's driver packages the same way (GoogleCloudPlatform/cluster-toolkit,
+# examples/machine-learning/a4-highgpu-8g/a4high-slurm-blueprint.yaml, "Hold nvidia packages").
+check_image_driver() {
+  local have=$1 branch fix
+  local -a held
+  if [[ -z $have ]]; then
+    modprobe nvidia || true
+    have="$(loaded_driver_version)"
+  fi
+  branch="${have%%.*}"
+  fix="use an accelerator image of branch ${branch:-N} with nvidiaDriverVersion=${branch:-N}, or the plain Ubuntu image (gceImage=projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64) where the installer brings driver $IMAGE_DRIVER_BRANCH"
+  [[ -n $have && $branch == "$IMAGE_DRIVER_BRANCH" ]] ||
+    die "nvidia-driver: the image's driver is ${have:-not loaded (modprobe nvidia failed)}, expected branch $IMAGE_DRIVER_BRANCH (gceImage, nvidiaDriverVersion): $fix"
+  driver_is_open ||
+    die "nvidia-driver: the image's driver $have is the proprietary kernel module (license '$(modinfo -F license nvidia 2>/dev/null || echo unknown)'), expected the open one (Dual MIT/GPL) that B200 needs: $fix"
+  mapfile -t held < <(image_driver_packages)
+  if ((${#held[@]})); then
+    apt-mark hold "${held[@]}" >/dev/null
+    log "held the image's packages: ${held[*]}"
+  else
+    warn "no NVIDIA driver package of the image is installed through dpkg: nothing to hold"
+  fi
+  command -v nvidia-modprobe >/dev/null && ensure_device_nodes
+  phase_note "image driver $have (branch $IMAGE_DRIVER_BRANCH, open module), ${#held[@]} packages held"
+  log "the image's NVIDIA open driver $have is branch $IMAGE_DRIVER_BRANCH; not installing one"
+}
+
 phase_run() {
   local have major build
   have="$(loaded_driver_version)"
+  if [[ -n $IMAGE_DRIVER_BRANCH ]]; then
+    check_image_driver "$have"
+    return 0
+  fi
   if ((!INSTALL_DRIVER)); then
     phase_skip "the platform installs the GPU driver (gkeGpuDriver); found ${have:-none loaded yet}"
   fi

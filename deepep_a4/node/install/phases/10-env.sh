@@ -4,7 +4,7 @@
 # GPU<->NIC PCI topology, and one consistent rdma-core (troubleshooting T16).
 
 phase_inputs() {
-  echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
+  echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX tc=$NVSHMEM_TRAFFIC_CLASS source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
 }
 
 hca_port() {
@@ -115,6 +115,9 @@ register_libraries() {
 phase_run() {
   local mapping="" first pabi="none" nv_home cuda_home="$SYS/usr/local/cuda-$CUDA_VERSION" ld=() preload=""
   if ((HAS_RDMA_NICS)); then
+    # Without DOCA-OFED the userspace is Ubuntu's inbox rdma-core (rdmav34 in troubleshooting T16), its mlx5
+    # provider in the same default folder; a fresh image may lack it, and the pip NVSHMEM needs no -dev.
+    if ((!USE_DOCA_OFED)); then need_packages libibverbs1 ibverbs-providers; fi
     first="$(first_hca)"
     [[ $first == "$HCA_PREFIX"* ]] || die "the HCAs are ${first:-absent}, but the stack's hcaPrefix is $HCA_PREFIX"
     mapping="$(device_to_hca_mapping)"
@@ -169,6 +172,8 @@ export NVSHMEM_IB_ENABLE_IBGDA=1
 export NVSHMEM_IBGDA_NIC_HANDLER=$NIC_HANDLER
 export NVSHMEM_HCA_PREFIX=$HCA_PREFIX
 export NVSHMEM_IB_GID_INDEX=$GID_INDEX
+# RoCE traffic class of NVSHMEM's QPs (DSCP = class >> 2); 52 is the class Google's NCCL data uses on A4.
+export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
 export NVSHMEM_DISABLE_CUDA_VMM=1
 export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
 # GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
