@@ -134,7 +134,7 @@ def test_internode_lines_v121_format() -> None:
     assert (best_c["name"], best_c["dtype"], best_c["values"]["notify"]) == ("combine", "BF16", 778.64)
 
 
-def test_internode_lines_older_format_of_the_gke_seed() -> None:
+def test_internode_lines_older_format_of_the_gke_field_report() -> None:
     """'notify + transmit us': the bandwidth is computed from the second figure."""
     lines = [
         "[tuning] SMs 24, NVL chunk 4, RDMA chunk 4: 867 + 2008 us, 30.04 GB/s (RDMA), 98.10 GB/s (NVL) ",
@@ -202,8 +202,8 @@ def test_timestamps_of_kubectl_logs_are_ignored() -> None:
 # -- whole logs ---------------------------------------------------------------------------------------
 
 
-def test_seed_002_internode_sample_completes_all_32_cases_but_carries_no_evidence() -> None:
-    res = one((FIX / "seed002_internode_gke.log").read_text())
+def test_field_report_r2_internode_sample_completes_all_32_cases_but_carries_no_evidence() -> None:
+    res = one((FIX / "r2_internode_gke.log").read_text())
     assert res.test == "internode" and res.status == "unproven" and not res.passed
     assert [p.split(":")[0] for p in res.problems] == ["transport check not run", "NIC check not run"]
     assert res.summary["cases_passed"] == res.summary["cases_total"] == 32
@@ -215,8 +215,8 @@ def test_seed_002_internode_sample_completes_all_32_cases_but_carries_no_evidenc
     assert [(s["name"], s["dtype"]) for s in recs(res, "sweep")] == [("dispatch", "FP8")] * 8
 
 
-def test_seed_002_low_latency_sample_is_elided_so_incomplete() -> None:
-    res = one((FIX / "seed002_low_latency_sample.log").read_text())
+def test_field_report_r2_low_latency_sample_is_elided_so_incomplete() -> None:
+    res = one((FIX / "r2_low_latency_sample.log").read_text())
     assert res.test == "low-latency"
     assert [r["values"]["bw"] for r in recs(res, "rank", "dispatch+combine")] == [256.81, 257.06, 256.49]
     assert not res.passed
@@ -299,7 +299,7 @@ def test_failed_case_with_traceback_names_the_error() -> None:
     assert any("did not pass" in p for p in res.problems)
 
 
-def test_seed_001_problem_8_internode_timeout_names_its_fix() -> None:
+def test_field_report_r1_problem_8_internode_timeout_names_its_fix() -> None:
     res = one((FIX / "internode_dispatch_timeout.log").read_text())
     assert not res.passed
     hints = [p for p in res.problems if p.startswith("known failure:")]
@@ -457,7 +457,7 @@ def test_cli_garbage_log_is_a_clear_failure_exit_1(tmp_path: Path) -> None:
     assert proc.stderr.strip() == "log: no DeepEP or NCCL result lines found"
 
 
-# -- the evidence around an RDMA test (issue 19 point 7): missing is "not run", never a pass -------------
+# -- the evidence around an RDMA test: missing is "not run", never a pass -------------
 
 
 LL_RAW = (FIX / "low_latency_h200x2.log").read_text()  # real output; lines 2-3: NVSHMEM refused IBGDA

@@ -6,6 +6,7 @@ import ctypes
 import io
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -136,7 +137,7 @@ def test_env_file_loaded_and_nonblocking_unset(tmp_path: Path, deepep: Path) -> 
     assert rc == 0, out
     seen = json.loads((tmp_path / "seen-intranode.json").read_text())["env"]
     assert seen["NVSHMEM_HCA_PREFIX"] == "mlx5"
-    assert seen["NOT_EXPORTED"] == "1"  # sourced with set -a, as the seeds' env scripts expect
+    assert seen["NOT_EXPORTED"] == "1"  # sourced with set -a, as the field reports' env scripts expect
     assert "TORCH_NCCL_USE_COMM_NONBLOCKING" not in seen
     assert seen["NCCL_NVLS_ENABLE"] == "0"  # the machine's own settings are kept
     assert "NCCL_NET" not in seen
@@ -156,7 +157,7 @@ def test_gib_settings_only_where_the_plugin_is(tmp_path: Path) -> None:
     base = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41", "TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}
     env, _ = run_bench.build_env(base, None, str(gib))
     assert env["NCCL_NET"] == "gIB"
-    assert env["NCCL_IB_TC"] == "41"  # an explicit setting wins over the seed's default
+    assert env["NCCL_IB_TC"] == "41"  # an explicit setting wins over the field report's default
     assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4" and env["NCCL_NET_GDR_LEVEL"] == "PIX"
     assert env["NCCL_TUNER_CONFIG_PATH"].endswith("configs/tuner_config_a4.txtpb")
     assert env["LD_LIBRARY_PATH"] == f"/usr/local/nvidia/lib64:{gib}/lib64"
@@ -227,7 +228,7 @@ def run_internode(
 
 
 def test_internode_rank_world_size_and_master_from_the_job(tmp_path: Path) -> None:
-    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()})
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()})
     rc, out = run_internode(tmp_path, deepep, tmp_path / "no-counters", rank=1)
     # The test completed, but without counters and with no transport named nothing proves RDMA: not a pass,
     # and not a failure a Job should retry.
@@ -255,14 +256,14 @@ def fake_ib_sysfs(root: Path, hcas: int = 8) -> Path:
 
 @pytest.mark.parametrize(("busy_nics", "passes"), [(8, True), (1, False)])
 def test_internode_traffic_must_spread_over_the_nics(tmp_path: Path, busy_nics: int, passes: bool) -> None:
-    """Seed 001's PR #466 check: port_xmit_data of every NIC before and after the internode test."""
+    """field report R1's PR #466 check: port_xmit_data of every NIC before and after the internode test."""
     ib = fake_ib_sysfs(tmp_path / "ib")
     send = (  # the stand-in test "sends" 1 GB over the first busy_nics NICs
         f"from pathlib import Path\nfor i in range({busy_nics}):\n"
         f"    c = Path({str(ib)!r}) / f'mlx5_{{i}}/ports/1/counters/port_xmit_data'\n"
         f"    c.write_text(str(int(c.read_text()) + 250_000_000 // {busy_nics}))\n"
     )
-    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send)
     rc, out = run_internode(tmp_path, deepep, ib, rank=0, env=IBGDA_ENV)
     assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log (the end marker) either way
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
@@ -412,7 +413,7 @@ def test_rdma_tests_do_not_start_where_the_pod_sees_no_hca(tmp_path: Path, deepe
     assert "libibverbs" in by_test["low-latency"]["problems"][0]
 
 
-# -- repeated starts, what ran, and the evidence the report needs (issue 19 point 7) --------------------
+# -- repeated starts, what ran, and the evidence the report needs --------------------
 
 
 def test_repeated_starts_run_each_test_again_and_record_the_spread(tmp_path: Path, deepep: Path) -> None:
@@ -511,7 +512,7 @@ def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: 
         "    c = ib / f'mlx5_{i}/ports/1/counters/port_xmit_data'\n"
         "    c.write_text(str(int(c.read_text()) + 250_000_000))\n"
     )
-    deepep = fake_deepep(tmp_path, {"internode": (FIX / "seed002_internode_gke.log").read_text()}, extra=send)
+    deepep = fake_deepep(tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send)
     for rank in (0, 1):
         ib = fake_ib_sysfs(tmp_path / f"ib-{rank}")
         rc, out = run_internode(
@@ -542,7 +543,7 @@ def test_a_run_without_evidence_exits_unproven_so_a_job_does_not_retry_it() -> N
     assert run_bench.overall_status([]) == "failed"
 
 
-# -- issue 18: Google's NCCL settings, socket interfaces, gIB and NCCL versions ----------------------------
+# -- Google's NCCL settings, socket interfaces, gIB and NCCL versions ----------------------------
 
 
 def test_googles_nccl_settings_include_the_roce_v2_gid_and_follow_ncclgib(tmp_path: Path) -> None:
@@ -614,3 +615,20 @@ def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_p
     )
     off = bench_env.what_ran({}, str(python), None, tmp_path, gib_dir=gib)
     assert off["gib"].startswith("off") and off["nccl_pairing"].startswith("no gIB plugin")
+
+
+def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path: Path) -> None:
+    # tests/fixtures/bench/h100_what_ran.txt: the runner's own what_ran on an H100 with PyTorch 2.11.0+cu130
+    # (2026-11-24), once without gIB and once with NCCL_NET=gIB and a gIB folder holding a version file.
+    from deepep_a4.node.bench import bench_env
+
+    text = (ROOT / "tests/fixtures/bench/h100_what_ran.txt").read_text()
+    torch_line = re.search(r"^torch (\S+) nccl \((\d+), (\d+), (\d+)\)$", text, re.M)
+    assert torch_line is not None
+    loaded = ".".join(torch_line.groups()[1:])
+    blocks = [json.loads(b) for b in re.findall(r"^(\{.*?^\})$", text, re.M | re.S)]
+    plain, gib = blocks
+    assert tuple(plain) == tuple(bench_env.RAN_KEYS)  # the fixture is what the current runner records
+    assert plain["nccl"] == gib["nccl"] == loaded == "2.28.9"  # torch.cuda.nccl.version(), a tuple in 2.11
+    assert plain["gib"].startswith("off") and plain["nccl_pairing"] == bench_env.nccl_pairing(loaded, "")
+    assert gib["nccl_pairing"] == bench_env.nccl_pairing(loaded, gib["gib"]) and "mismatch" in gib["nccl_pairing"]

@@ -246,9 +246,9 @@ def test_every_stack_file_validates(stack: str) -> None:
 def test_stacks_carry_the_seed_versions() -> None:
     gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200")), "gke-b200")
     assert gke.platform == "gke"
-    # No pinned GKE version: the release channel's is chosen at deploy (issue 18; tests/test_gke.py).
+    # No pinned GKE version: the release channel's is chosen at deploy (tests/test_gke.py).
     assert gke.gke.version == ""
-    # The seed's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
+    # The field report's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
     assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")
     assert gke.versions.deepep_ref == "v1.2.1"
     assert gke.versions.nvidia_driver.startswith("580.")  # R2 ran 575, a branch NVIDIA no longer supports
@@ -257,7 +257,7 @@ def test_stacks_carry_the_seed_versions() -> None:
     assert (gce.versions.doca_ofed, gce.versions.nvshmem, gce.versions.cuda) == ("3.2.1", "3.5.19", "12.9")
     assert gce.versions.torch == "2.10.0+cu129"
     assert gce.versions.deepep_pr466 is True
-    assert gce.versions.deepep_ref.startswith("29d31c0")  # seed 000: DeepEP 1.2.1+29d31c0
+    assert gce.versions.deepep_ref.startswith("29d31c0")  # field report R0: DeepEP 1.2.1+29d31c0
     assert (gce.nvshmem.nic_handler, gce.nvshmem.hca_prefix, gce.nvshmem.gid_index) == ("gpu", "mlx5", 3)
 
 
@@ -271,7 +271,7 @@ def test_stacks_carry_the_seed_versions() -> None:
             "nvshmem_src_cuda12-all-all-3.3.9.tar.gz",
         ),
         ("3.4.5", "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.4.5-0.tar.gz"),
-        ("3.5.19", "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.5.19-1.tar.gz"),  # seed 001
+        ("3.5.19", "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.5.19-1.tar.gz"),  # field report R1
     ],
 )
 def test_nvshmem_sources_come_from_where_each_release_lives(version: str, url: str) -> None:

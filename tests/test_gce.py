@@ -396,7 +396,7 @@ def test_plan_of_64_vms_is_fast_and_grows_linearly() -> None:
     assert times[64] < 2.6 * times[32], times  # linear, not quadratic
 
 
-# -- a later `pulumi up` (issue 18 points 3, 4, 7 and 12) -------------------------------------------------------
+# -- a later `pulumi up` -------------------------------------------------------
 
 # How terraform-provider-google (the engine of pulumi-gcp 10.x) applies a change to each Instance field the
 # fleet sets, read from google/services/compute/resource_compute_instance.go: fields it updates on a running

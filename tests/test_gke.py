@@ -296,7 +296,7 @@ def test_deletion_protection_can_be_turned_on() -> None:
     assert cluster_of(plan(STACK, gkeDeletionProtection=True))["deletionProtection"] is True
 
 
-# -- the A4 node pool: every flag of the seed's `gcloud beta container node-pools create` ------------
+# -- the A4 node pool: every flag of the field report's `gcloud beta container node-pools create` ------------
 
 SEED_FLAGS: dict[str, tuple[str, Any]] = {
     "--machine-type": ("nodeConfig.machineType", "a4-highgpu-8g"),
@@ -328,7 +328,7 @@ SEED_FLAGS: dict[str, tuple[str, Any]] = {
     "--shielded-integrity-monitoring": ("nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring", True),
     "--no-shielded-secure-boot": ("nodeConfig.shieldedInstanceConfig.enableSecureBoot", False),
     "--placement-type=COMPACT": ("placementPolicy.type", "COMPACT"),
-    # Not in the seed's line, needed by this design:
+    # Not in the field report's line, needed by this design:
     "workload identity on the node": ("nodeConfig.workloadMetadataConfig.mode", "GKE_METADATA"),
     "bill cap (ttl 8h)": ("nodeConfig.maxRunDuration", "28800s"),
     "label for the workloads": (f"nodeConfig.labels.{gke_nodepool.NODE_POOL_LABEL_KEY}", "a4"),
@@ -352,7 +352,7 @@ def test_a4_pool_carries_seed_flag(gke_plan: plan_engine.PlanResult, flag: str) 
 
 
 def test_a4_pool_leaves_gvnic_to_the_machine_type_as_the_seed_does(gke_plan: plan_engine.PlanResult) -> None:
-    # GKE documents the gVNIC flag for COS images only; the seed's Ubuntu pool does not pass it.
+    # GKE documents the gVNIC flag for COS images only; the field report's Ubuntu pool does not pass it.
     assert "gvnic" not in a4_pool_of(gke_plan)["nodeConfig"]
 
 

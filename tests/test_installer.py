@@ -488,7 +488,7 @@ def test_the_hosts_linker_finds_the_source_nvshmem(tmp_path: Path) -> None:
     m = Machine(tmp_path)
     install(m, m.render(cfg_of()))
     conf = (m.sys / "etc/ld.so.conf.d/deepep-a4.conf").read_text().split()
-    assert conf == [f"{m.root}/nvshmem/lib", f"{m.root}/gdrcopy/lib"]  # seed 002's nvshmem.conf
+    assert conf == [f"{m.root}/nvshmem/lib", f"{m.root}/gdrcopy/lib"]  # field report R2's nvshmem.conf
     assert m.calls("ldconfig")
 
 
@@ -504,7 +504,7 @@ def test_env_file_maps_every_gpu_to_its_nearest_nic(tmp_path: Path) -> None:
     assert env["NVSHMEM_DISABLE_CUDA_VMM"] == "1"
     assert env["NVSHMEM_ENABLE_NIC_PE_MAPPING"] == "1"
     assert "RDMAV_DRIVERS" not in env  # an inherited value is dropped
-    # Source build: NVSHMEM_HOME and the LD_PRELOAD over PyTorch's bundled copy (seed 000 §5.2).
+    # Source build: NVSHMEM_HOME and the LD_PRELOAD over PyTorch's bundled copy (field report R0 §5.2).
     assert env["NVSHMEM_HOME"] == f"{m.root}/nvshmem"
     assert env["LD_PRELOAD"] == f"{m.root}/nvshmem/lib/libnvshmem_host.so.3"
     assert env["PYTHONPATH"].split(":")[0] == f"{m.root}/DeepEP"
@@ -657,7 +657,7 @@ def test_a_fresh_image_gets_the_build_tools_once(tmp_path: Path) -> None:
     d = m.render(cfg_of("gke-b200"), "gke")
     install(m, d)
     installed = " ".join(c for c in m.calls("apt-get") if " install " in c)
-    # seed 001 phase 0 and seed 002's in-pod apt line: what cmake -G Ninja, setup.py and verify need
+    # field report R1 phase 0 and field report R2's in-pod apt line: what cmake -G Ninja, setup.py and verify need
     for pkg in ("build-essential", "cmake", "ninja-build", "libibverbs-dev", "git", "python3-dev", "ibverbs-utils"):
         assert pkg in installed.split(), pkg
     assert (m.root / "python/include/python3.12/Python.h").is_file()  # the pods' copy can build too
@@ -973,7 +973,7 @@ def test_a_driver_branch_takes_its_newest_build_and_locks_it(tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# -- Google's accelerator image (issue 18): the image's driver is checked, the inbox RDMA stack kept ----------
+# -- Google's accelerator image: the image's driver is checked, the inbox RDMA stack kept ----------
 
 ACCELERATOR: dict[str, Any] = {
     "gceImage": keys.ACCELERATOR_IMAGE,
@@ -1121,7 +1121,7 @@ def test_verify_sends_rdma_through_every_nic_and_records_time_and_figure(
     assert reason in (m.root / "state/verify.out").read_text()
 
 
-# -- the gIB NCCL plugin on GCE (issue 18) ------------------------------------------------------------
+# -- the gIB NCCL plugin on GCE ------------------------------------------------------------
 
 
 def test_gce_installs_googles_gib_package_pinned_and_held(tmp_path: Path) -> None:

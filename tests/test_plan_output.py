@@ -112,3 +112,37 @@ def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> Non
     order = [k.lower() for k in plan_tool.APPLY_ORDER]
     assert kinds[0] == "namespace" and kinds[-1] == "job"
     assert [order.index(k) for k in kinds] == sorted(order.index(k) for k in kinds)
+
+
+def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platform_installs() -> None:
+    from deepep_a4 import config
+    from deepep_a4.program import gke_gib, installer
+    from tests.conftest import stack_config
+
+    accel = "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
+
+    def cfg(stack: str, **overrides: Any) -> config.StackConfig:
+        return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
+
+    gce = cfg("gce-b200", gceImage=accel, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep")
+    listed = dict(plan.install_list(gce))
+    assert listed["driver"].startswith("the image's NVIDIA 580")
+    assert listed["DOCA-OFED"] == "no (inbox rdma-core)"
+    assert listed["gIB NCCL"] == f"nccl-gib {installer.NCCL_GIB_VERSION} (apt, held)"
+    gke = dict(plan.install_list(cfg("gke-b200")))
+    assert gke["gIB NCCL"] == f"{gke_gib.GIB_IMAGE} (DaemonSet)"
+    off = dict(plan.install_list(cfg("gke-b200", ncclGib=False)))
+    assert off["gIB NCCL"].startswith("no (ncclGib=false")
+
+
+def test_an_out_folder_that_cannot_be_created_is_refused_before_the_plan_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Permission bits pass for root; /proc refuses any new folder, as a read-only mount would.
+    def no_plan(*_: Any) -> None:
+        raise AssertionError("the plan ran although --out cannot be written")
+
+    monkeypatch.setattr(plan_engine, "run_program", no_plan)
+    assert plan.run("gke-b200", Path("/proc/deepep-a4-plan"), quiet=True) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out /proc/deepep-a4-plan: cannot create a folder in /proc") and "\n" == err[-1]

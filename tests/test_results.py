@@ -65,7 +65,7 @@ def test_every_baseline_names_its_seed() -> None:
     assert bl.primary("low-latency", "dispatch+combine", None, "bw", 2, 1) is None
 
 
-def test_h200_run_is_compared_with_the_2_gpu_b200_baseline_of_seed_001() -> None:
+def test_h200_run_is_compared_with_the_2_gpu_b200_baseline_of_field_report_r1() -> None:
     rep = report_of(FIX / "h200x2_run.log")
     # The low-latency test completed, but NVSHMEM could not start IBGDA there (no NICs): not a pass.
     assert [(r.test, r.status) for r in rep.runs] == [
@@ -78,7 +78,7 @@ def test_h200_run_is_compared_with_the_2_gpu_b200_baseline_of_seed_001() -> None
     bf16 = row(rep, "intranode", "dispatch", "BF16", "nvl_bw")
     assert bf16.value == 331.99 and bf16.baseline is not None and bf16.baseline.value == 334.79
     assert bf16.ratio == pytest.approx(331.99 / 334.79) and bf16.gate == "pass"
-    # No 2-GPU low-latency baseline in the seeds: shown, not gated.
+    # No 2-GPU low-latency baseline in the field reports: shown, not gated.
     ll = row(rep, "low-latency", "dispatch+combine", None, "bw")
     assert ll.value == pytest.approx(310.72, abs=0.01) and ll.gate == "n/a"
     assert row(rep, "nccl", "all-to-all", None, "busbw").value == 280.37
@@ -97,8 +97,8 @@ def test_gate_catches_the_single_nic_trap() -> None:
     assert not rep.passed
 
 
-def test_gke_seed_sample_reaches_the_default_gate_but_proves_nothing_without_evidence() -> None:
-    rep = report_of(FIX / "seed002_internode_gke.log")
+def test_gke_field_report_sample_reaches_the_default_gate_but_proves_nothing_without_evidence() -> None:
+    rep = report_of(FIX / "r2_internode_gke.log")
     rdma = row(rep, "internode", "dispatch", "FP8", "rdma_bw")
     assert rdma.ratio == pytest.approx(43.36 / 70.0)
     assert rdma.gate == "pass"
@@ -107,7 +107,7 @@ def test_gke_seed_sample_reaches_the_default_gate_but_proves_nothing_without_evi
     assert rep.runs[0].status == "unproven" and rep.verdict == "NOT PROVEN" and not rep.passed
     not_run = {(c.name, c.status) for c in rep.open_checks}
     assert not_run == {("transport", "not run"), ("NIC", "not run"), ("nodes", "not run")}
-    assert report_of(FIX / "seed002_internode_gke.log", ratio=0.7).verdict == "FAIL"
+    assert report_of(FIX / "r2_internode_gke.log", ratio=0.7).verdict == "FAIL"
 
 
 def test_failed_or_truncated_test_fails_the_gate() -> None:
@@ -163,7 +163,7 @@ def test_kubernetes_source_reads_every_benchmark_pod() -> None:
 
     api = FakeCoreV1(
         {
-            "deepep-internode-0-abcde": (FIX / "seed002_internode_gke.log").read_text(),
+            "deepep-internode-0-abcde": (FIX / "r2_internode_gke.log").read_text(),
             "deepep-internode-1-fghij": (FIX / "internode_v121_single_nic.log").read_text(),
         }
     )
@@ -200,7 +200,7 @@ def test_sources_are_pluggable(tmp_path: Path) -> None:
 
 
 def test_report_markdown_csv_json_and_plots(tmp_path: Path) -> None:
-    rep = report_of(FIX / "h200x2_run.log", FIX / "seed002_internode_gke.log")
+    rep = report_of(FIX / "h200x2_run.log", FIX / "r2_internode_gke.log")
     path = results.write_report(rep, tmp_path)
     md = path.read_text()
     assert "**Verdict: FAIL**" in md and "## Checks" in md and "## What ran" in md
@@ -468,7 +468,7 @@ def test_the_gate_ratio_of_a_stack_comes_from_its_stack_file(tmp_path: Path, mon
         results.stack_gate_ratio("t")
 
 
-# -- issue 19 point 2: every reason reaches report.md and the console, the fix first ----------------------
+# -- every reason reaches report.md and the console, the fix first ----------------------
 
 
 def test_every_reason_and_the_known_failure_fix_reach_report_md_and_the_console(tmp_path: Path) -> None:
@@ -498,9 +498,9 @@ def test_an_intranode_timeout_gets_the_intranode_fix_in_the_report() -> None:
     assert "T12" not in hints[0] and "NVSHMEM" not in hints[0].split(":", 2)[1]
 
 
-# -- issue 19 point 7: the verdict fails closed -------------------------------------------------------------
+# -- the verdict fails closed -------------------------------------------------------------
 
-SEED002_INTERNODE = (FIX / "seed002_internode_gke.log").read_text()  # real test_internode.py output (R2)
+R2_INTERNODE = (FIX / "r2_internode_gke.log").read_text()  # real test_internode.py output (R2)
 IBGDA_ENV = {"NVSHMEM_REMOTE_TRANSPORT": "ibgda", "NVSHMEM_IB_ENABLE_IBGDA": "1", "NVSHMEM_IBGDA_NIC_HANDLER": "gpu"}
 A4_NICS = [f"mlx5_{i}/1" for i in range(8)]
 
@@ -526,7 +526,7 @@ def internode_pod(rank: int, nics: dict[str, Any] | None, transport: dict[str, s
     end: dict[str, Any] = {"test": "internode", "rc": 0, "timed_out": False, "timeout_s": 1800, "seconds": 212.4}
     if nics is not None:
         end["nics"] = nics
-    return runner_log(SEED002_INTERNODE, begin, end)
+    return runner_log(R2_INTERNODE, begin, end)
 
 
 def even(gb: float = 40.0) -> dict[str, Any]:
@@ -601,7 +601,7 @@ def test_a_test_the_stack_runs_but_the_sources_lack_is_not_run() -> None:
 
 
 def test_the_verdict_and_the_checks_not_run_reach_the_console(tmp_path: Path) -> None:
-    proc = run_cli(str(FIX / "seed002_internode_gke.log"), "--out", str(tmp_path), "--no-plots")
+    proc = run_cli(str(FIX / "r2_internode_gke.log"), "--out", str(tmp_path), "--no-plots")
     assert proc.returncode == 1 and "gate: NOT PROVEN" in proc.stdout
     assert "transport check not run: the log does not name the transport" in proc.stderr
     assert "internode (all): nodes check not run: the log does not say how many nodes ran" in proc.stderr
@@ -635,7 +635,7 @@ def test_repeated_starts_report_their_spread_and_gate_the_median(tmp_path: Path)
 def test_what_ran_is_in_the_report_and_unknown_where_nothing_said() -> None:
     ran = {"host": "a4-node-0", "deepep_ref": "1.2.1+29d31c0", "nvshmem": "3.5.19", "torch": "2.10.0+cu129"}
     begin = {"test": "internode", "argv": [], "processes": 8, "nodes": 2, "node_rank": 0, "ran": ran}
-    text = runner_log(SEED002_INTERNODE, begin, {"test": "internode", "rc": 0})
+    text = runner_log(R2_INTERNODE, begin, {"test": "internode", "rc": 0})
     item = results.LogItem("deepep-internode-0", text=text, meta={"image": "docker.io/library/ubuntu@sha256:abc"})
     rep = results.analyze([item], 0.5, ["mem"])
     assert rep.runs[0].ran["image"] == "docker.io/library/ubuntu@sha256:abc"  # from the pod's status
@@ -648,8 +648,8 @@ def test_what_ran_is_in_the_report_and_unknown_where_nothing_said() -> None:
     )
     assert cells["driver"] == "unknown" and cells["image"] == "docker.io/library/ubuntu@sha256:abc"
     # A log of an older runner: every column unknown, the node still listed.
-    old = results.markdown(report_of(FIX / "seed002_internode_gke.log"))
-    assert "| seed002_internode_gke.log | unknown | unknown |" in old
+    old = results.markdown(report_of(FIX / "r2_internode_gke.log"))
+    assert "| r2_internode_gke.log | unknown | unknown |" in old
 
 
 def test_the_kubernetes_source_takes_the_image_digest_from_the_pod_status() -> None:

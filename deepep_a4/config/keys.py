@@ -29,13 +29,13 @@ BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
 
 # Google documents at most 150 VMs per compact placement policy.
 COMPACT_PLACEMENT_MAX_NODES = 150
-# The oldest GKE version that runs A4 (a4-highgpu-8g) nodes (issue 18): a pinned gkeVersion and the version
+# The oldest GKE version that runs A4 (a4-highgpu-8g) nodes: a pinned gkeVersion and the version
 # chosen from the channel at deploy are never below it.
 GKE_MIN_VERSION = "1.32.4-gke.1236000"
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
-# GCE boot images (issue 18): a family (its newest image when the stack is first deployed, then kept) or one
+# GCE boot images: a family (its newest image when the stack is first deployed, then kept) or one
 # image by name. Plain Ubuntu 24.04 is what field report R1 ran (driver and DOCA-OFED from the installer).
 # Google's accelerator images ship the NVIDIA driver and the inbox RDMA stack; the family below is the x86
 # 580 one, named like those in GoogleCloudPlatform/cluster-toolkit (examples/machine-learning/

@@ -172,7 +172,7 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
                     Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
                 )
     if v["platform"] == "gke" and v["gkePublicEndpoint"] and not v["gkeAuthorizedNetworks"]:
-        # A public IP endpoint without authorized networks accepts connections from any address (issue 18).
+        # A public IP endpoint without authorized networks accepts connections from any address.
         problems.append(
             Problem(
                 "gkePublicEndpoint",

@@ -5,7 +5,7 @@ a4-highgpu-8g, each with a reserved internal address on the host subnet, the ten
 external IP, scheduling from the provisioning setting, shielded VM settings as on GKE, a dedicated
 service account and the startup script (installer + benchmarks, see gce_bench.py).
 
-What a later `pulumi up` may do to a VM (issue 18): update it live (metadata, labels) or replace it, never
+What a later `pulumi up` may do to a VM: update it live (metadata, labels) or replace it, never
 stop it. GCE stops a VM with local SSD only with an explicit discard choice, which the provider's stop for
 an update does not make, so `allow_stopping_for_update` is off and every field whose update needs a stop
 replaces the VM instead (`replace_on_changes`). A4 attaches its 32 local SSDs by itself; the program

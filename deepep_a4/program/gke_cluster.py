@@ -33,7 +33,7 @@ from deepep_a4.program.network import PODS_RANGE_NAME, SERVICES_RANGE_NAME, A4Ne
 
 # The kubeconfig's exec credential: the Pulumi Kubernetes provider (and kubectl) run this program on the
 # machine that runs `pulumi` to turn the caller's gcloud login into a short-lived token; no key is stored
-# in the stack. It must be on PATH there (README: what `pulumi up` needs).
+# in the stack. It must be on PATH there (docs/deploy.md, "On your machine").
 AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 AUTH_PLUGIN_HINT = (
     "Install gke-gcloud-auth-plugin (gcloud components install gke-gcloud-auth-plugin), see "

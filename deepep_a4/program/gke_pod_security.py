@@ -1,7 +1,7 @@
 """What each GKE container may do, and the security scanner's exceptions, each with its reason.
 
-One place decides the privileges of every container the program runs on a node (README.md, section "Who
-is privileged on a node, and why", tells the same for readers):
+One place decides the privileges of every container the program runs on a node (docs/security.md tells
+the same for readers):
 
 - the installer's init container is privileged (it loads kernel modules on the host);
 - the gIB NCCL plugin's init container (gke_gib.py) is root with file capabilities only (CHOWN,

@@ -168,7 +168,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "GDRCOPY_KERNEL_MODULE": cfg.installer.gdrcopy_kernel_module,
         "ALLOW_REBOOT": cfg.installer.allow_reboot,
         # On GKE the pool's gpu-driver-version decides; with DEFAULT/LATEST GKE installs the driver. A GCE
-        # accelerator image ships its own (issue 18): the driver phase then checks it instead of installing.
+        # accelerator image ships its own: the driver phase then checks it instead of installing.
         "INSTALL_DRIVER": not image_branch and (target == "gce" or cfg.gke.gpu_driver == "installer"),
         "IMAGE_DRIVER_BRANCH": image_branch,
         "NIC_HANDLER": cfg.nvshmem.nic_handler,

@@ -25,6 +25,7 @@ import pulumi
 
 from deepep_a4 import config
 from deepep_a4.config import stackfile
+from deepep_a4.program import gke_gib, installer
 from deepep_a4.tools import cost, plan_engine
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -201,7 +202,14 @@ def _writable_refusal(out_dir: Path) -> str | None:
     folder = out_dir if out_dir.is_dir() else out_dir.parent
     while not folder.exists():
         folder = folder.parent
-    return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    # Permission bits do not tell everything (root, read-only mounts, /proc): try what write_plan will do.
+    try:
+        Path(tempfile.mkdtemp(prefix=".plan-probe-", dir=folder)).rmdir()
+    except OSError as err:
+        return f"cannot create a folder in {folder} ({err.strerror or err})"
+    return None
 
 
 def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]:
@@ -256,7 +264,11 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         "costEstimate": estimate.as_dict(),
         "billCap": cap.as_dict(),
     }
-    written = write_plan(result, out_dir, extra)
+    try:
+        written = write_plan(result, out_dir, extra)
+    except OSError as err:  # the disk filled or the folder changed under the plan: no half plan is left
+        print(f"error: --out {out_dir}: cannot write the plan ({err}); nothing was written", file=sys.stderr)
+        return 2
 
     if not quiet:
         print(
@@ -288,19 +300,28 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
 def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     """What the installer puts on every node, as the plan shows it before anything is paid for."""
     v = cfg.versions
+    image_branch = cfg.gce.image_ref.driver_branch if cfg.platform == "gce" else ""
+    if image_branch:
+        driver = f"the image's NVIDIA {image_branch} (checked: branch, open module; held)"
+    elif cfg.platform == "gce" or cfg.gke.gpu_driver == "installer":
+        driver = f"NVIDIA open {v.nvidia_driver}"
+    else:
+        driver = f"GKE's {cfg.gke.gpu_driver}"
+    if not cfg.installer.nccl_gib:
+        gib = "no (ncclGib=false: NCCL's own IB transport)"
+    elif cfg.platform == "gce":
+        gib = f"nccl-gib {installer.NCCL_GIB_VERSION} (apt, held)"
+    else:
+        gib = f"{gke_gib.GIB_IMAGE} (DaemonSet)"
     return [
-        (
-            "driver",
-            f"NVIDIA open {v.nvidia_driver}"
-            if cfg.platform == "gce" or cfg.gke.gpu_driver == "installer"
-            else f"GKE's {cfg.gke.gpu_driver}",
-        ),
+        ("driver", driver),
         ("DOCA-OFED", v.doca_ofed if cfg.installer.use_doca_ofed else "no (inbox rdma-core)"),
         ("CUDA", v.cuda),
         ("GDRCopy", v.gdrcopy + (" (+ gdrdrv module)" if cfg.installer.gdrcopy_kernel_module else " (library)")),
         ("NVSHMEM", f"{v.nvshmem} ({'built from source' if v.nvshmem_source == 'source' else 'pip wheel'}, IBGDA)"),
         ("PyTorch", v.torch),
         ("DeepEP", v.deepep_ref + (" + PR #466" if v.deepep_pr466 else " (no PR #466)")),
+        ("gIB NCCL", gib),
     ]
 
 

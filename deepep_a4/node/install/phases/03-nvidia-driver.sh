@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase nvidia-driver: the open kernel modules at the pinned version (field reports: 575 on GKE, 580 on GCE),
 # unless the platform already provides exactly that version. On a GCE accelerator image, which ships the
-# driver (IMAGE_DRIVER_BRANCH, issue 18), the phase checks that driver instead of installing one.
+# driver (IMAGE_DRIVER_BRANCH), the phase checks that driver instead of installing one.
 
 phase_inputs() {
   # The driver's modules are built for the running kernel: a new kernel reruns the phase.
