@@ -454,7 +454,7 @@ def test_repeats_outside_1_to_10_is_a_usage_error(tmp_path: Path, deepep: Path, 
 
 def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Path, deepep: Path) -> None:
     """DEEPEP_ROOT (the env file exports it) holds the rendered config.sh and the installer's status.json."""
-    from deepep_a4.node.bench.bench_env import what_ran
+    from deepep_a4.node.bench.what_ran import what_ran
     from deepep_a4.program import installer
     from tests.conftest import stack_config
 
@@ -490,9 +490,9 @@ def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Pat
     assert ran["driver"] == "580.126.09" and ran["deepep_checkout"] == "29d31c0" + "0" * 33
     assert ran["image"] == "unknown"  # a container cannot see its image; the report takes the pod's
     from deepep_a4.node import names
-    from deepep_a4.node.bench import bench_env
+    from deepep_a4.node.bench import what_ran as node_ran
 
-    assert bench_env.IMAGE_VAR == names.IMAGE_VAR
+    assert node_ran.IMAGE_VAR == names.IMAGE_VAR
     assert what_ran({names.IMAGE_VAR: "projects/p/global/images/i"}, "/x", None, proc)["image"].endswith("/i")
     assert what_ran({}, "/nonexistent/python", None, proc)["deepep_ref"] == "unknown"
     # The open kernel modules (B200 needs them) name themselves differently: this line is an H100's, read there.
@@ -595,11 +595,11 @@ def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
 
 
 def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_path: Path) -> None:
-    from deepep_a4.node.bench import bench_env
+    from deepep_a4.node.bench import what_ran as node_ran
 
     gib = tmp_path / "gib"
     gib.mkdir()
-    (gib / bench_env.GIB_VERSION_FILE).write_text(
+    (gib / node_ran.GIB_VERSION_FILE).write_text(
         "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1\n"
     )
     python = tmp_path / "python"  # reports what PyTorch 2.10's import would: its wheel and the NCCL it loads
@@ -607,20 +607,20 @@ def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_p
         '#!/bin/sh\necho \'{"torch": "2.10.0+cu129", "nvidia-nccl-cu12": "2.27.7", "loaded": "2.27.7"}\'\n'
     )
     python.chmod(0o755)
-    ran = bench_env.what_ran({"NCCL_NET": "gIB"}, str(python), None, tmp_path, gib_dir=gib)
+    ran = node_ran.what_ran({"NCCL_NET": "gIB"}, str(python), None, tmp_path, gib_dir=gib)
     assert ran["nccl"] == "2.27.7" and ran["gib"].endswith("nccl-plugin-gib:v1.1.1")
     assert ran["nccl_pairing"].startswith("NCCL 2.27.7 with gIB") and "mismatch" not in ran["nccl_pairing"]
-    assert bench_env.nccl_pairing("2.28.9", "nccl-gib 1.1.0") == (
+    assert node_ran.nccl_pairing("2.28.9", "nccl-gib 1.1.0") == (
         "mismatch: NCCL 2.28.9 with gIB nccl-gib 1.1.0; Google pairs gIB 1.1 with NCCL 2.27"
     )
-    off = bench_env.what_ran({}, str(python), None, tmp_path, gib_dir=gib)
+    off = node_ran.what_ran({}, str(python), None, tmp_path, gib_dir=gib)
     assert off["gib"].startswith("off") and off["nccl_pairing"].startswith("no gIB plugin")
 
 
 def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path: Path) -> None:
     # tests/fixtures/bench/h100_what_ran.txt: the runner's own what_ran on an H100 with PyTorch 2.11.0+cu130
     # (2026-11-24), once without gIB and once with NCCL_NET=gIB and a gIB folder holding a version file.
-    from deepep_a4.node.bench import bench_env
+    from deepep_a4.node.bench import what_ran as node_ran
 
     text = (ROOT / "tests/fixtures/bench/h100_what_ran.txt").read_text()
     torch_line = re.search(r"^torch (\S+) nccl \((\d+), (\d+), (\d+)\)$", text, re.M)
@@ -628,7 +628,7 @@ def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path:
     loaded = ".".join(torch_line.groups()[1:])
     blocks = [json.loads(b) for b in re.findall(r"^(\{.*?^\})$", text, re.M | re.S)]
     plain, gib = blocks
-    assert tuple(plain) == tuple(bench_env.RAN_KEYS)  # the fixture is what the current runner records
+    assert tuple(plain) == tuple(node_ran.RAN_KEYS)  # the fixture is what the current runner records
     assert plain["nccl"] == gib["nccl"] == loaded == "2.28.9"  # torch.cuda.nccl.version(), a tuple in 2.11
-    assert plain["gib"].startswith("off") and plain["nccl_pairing"] == bench_env.nccl_pairing(loaded, "")
-    assert gib["nccl_pairing"] == bench_env.nccl_pairing(loaded, gib["gib"]) and "mismatch" in gib["nccl_pairing"]
+    assert plain["gib"].startswith("off") and plain["nccl_pairing"] == node_ran.nccl_pairing(loaded, "")
+    assert gib["nccl_pairing"] == node_ran.nccl_pairing(loaded, gib["gib"]) and "mismatch" in gib["nccl_pairing"]

@@ -1182,3 +1182,11 @@ def test_a_gib_repository_that_fails_names_the_cause(tmp_path: Path) -> None:
     ok = m.run(d)  # the rerun resumes at the phase and finishes
     assert ok.returncode == 0, ok.stderr
     assert started(ok) == ["nccl-gib"]
+
+
+def test_the_installer_doc_says_truthfully_whether_downloads_have_pinned_digests() -> None:
+    text = (ROOT / "docs/installer.md").read_text()
+    section = text.split("## What is pinned, and how downloads are checked", 1)[1].split("\n## ", 1)[0]
+    says_empty = "It is **empty**" in section
+    assert says_empty == (not installer.CHECKSUMS), "docs/installer.md's checksum statement no longer holds"
+    assert str(installer.REQUIRE_CHECKSUMS) in section or "REQUIRE_CHECKSUMS = True" in section

@@ -17,9 +17,9 @@ from deepep_a4.config.rules import (
     check_network,
     check_runtime,
     check_store,
-    check_versions,
     parse_ttl,
 )
+from deepep_a4.config.rules_versions import check_versions
 
 
 def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:

@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 
 from deepep_a4.config import StackConfig
 from deepep_a4.config.keys import GKE_MIN_VERSION
-from deepep_a4.config.rules import gke_version_key
+from deepep_a4.config.rules_versions import gke_version_key
 from deepep_a4.program.gke_nodepool import NODE_SCOPES, NodeServiceAccount
 from deepep_a4.program.network import PODS_RANGE_NAME, SERVICES_RANGE_NAME, A4Network
 

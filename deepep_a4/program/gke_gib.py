@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 
 from deepep_a4.config import StackConfig
 from deepep_a4.node import payload
-from deepep_a4.node.bench.bench_env import GIB_VERSION_FILE
+from deepep_a4.node.bench.what_ran import GIB_VERSION_FILE
 from deepep_a4.program import artifacts
 from deepep_a4.program import gke_pod_security as security
 from deepep_a4.program.gke_objects import (

@@ -10,9 +10,8 @@ cannot be read (no such file, a folder) or the arguments are wrong.
 
 A log is either the raw output of one DeepEP test script (the test is then told from its lines, or
 given with --test) or the output of `run_bench.py`, whose `[runner] begin {...}` / `[runner] end {...}`
-markers separate the tests it ran. The records are described in parse_records.py.
-
-Stdlib only: this file runs inside benchmark pods next to run_bench.py.
+markers separate the tests it ran. The records are described in parse_records.py. Stdlib only: this file
+runs inside benchmark pods next to run_bench.py.
 """
 
 from __future__ import annotations
@@ -370,9 +369,7 @@ def parse_log(text: str, test: str | None = None, expect: bench_records.Expect =
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("log", help="a log file, or - for standard input")
-    ap.add_argument(
-        "--test", choices=bench_patterns.TESTS, help="the test of a raw log (told from its lines if not given)"
-    )
+    ap.add_argument("--test", choices=bench_patterns.TESTS, help="the test of a raw log (else told from its lines)")
     ap.add_argument("--processes", type=int, help="processes per node the test ran with (checks every rank printed)")
     ap.add_argument("--nodes", type=int, help="nodes the test ran on")
     ap.add_argument("--summary", action="store_true", help="print only the summary record of each test")

@@ -50,12 +50,11 @@ try:  # in the package (tests) or flat in the folder the files were shipped to (
         nic_record,
         nic_tx_bytes,
         stream_process,
-        transport_of,
-        what_ran,
     )
     from deepep_a4.node.bench.nccl_check import nccl_worker_main
     from deepep_a4.node.bench.preflight import RDMA_TESTS, device_problem
     from deepep_a4.node.bench.settings import MAX_REPEATS, RunnerSettings
+    from deepep_a4.node.bench.what_ran import transport_of, what_ran
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     import parse as bench_parse  # type: ignore[no-redef]
     from bench_env import (  # type: ignore[no-redef]
@@ -67,12 +66,11 @@ except ImportError:  # pragma: no cover - on a node the script's own folder is s
         nic_record,
         nic_tx_bytes,
         stream_process,
-        transport_of,
-        what_ran,
     )
     from nccl_check import nccl_worker_main  # type: ignore[no-redef]
     from preflight import RDMA_TESTS, device_problem  # type: ignore[no-redef]
     from settings import MAX_REPEATS, RunnerSettings  # type: ignore[no-redef]
+    from what_ran import transport_of, what_ran  # type: ignore[no-redef]
 
 # The runner ships without node/names.py; these equal its EXIT_* (tests/test_bench_runner.py checks).
 EXIT_OK, EXIT_FAILED, EXIT_UNPROVEN = 0, 1, 3

@@ -42,7 +42,7 @@ class Run:
     repeat: int = 1
     node_rank: int | None = None
     host: str = ""
-    ran: dict[str, str] = field(default_factory=dict)  # what ran on the node (bench_env.what_ran)
+    ran: dict[str, str] = field(default_factory=dict)  # what ran on the node (what_ran.what_ran)
 
     @property
     def node(self) -> str:

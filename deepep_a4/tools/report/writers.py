@@ -62,7 +62,7 @@ VERDICT_TEXT = {
     "NOT PROVEN": 'nothing failed, but a check has no evidence ("not run" below), so this is not a pass; '
     "figures are judged against",
 }
-# What ran, in the order a reader checks it (bench_env.RAN_KEYS), with the table's headings.
+# What ran, in the order a reader checks it (what_ran.RAN_KEYS), with the table's headings.
 RAN_COLUMNS = (
     ("stack", "stack"),
     ("deepep_ref", "DeepEP ref"),
