@@ -245,7 +245,10 @@ def test_dedicated_service_account_with_storage_scope_only(gce_plan: plan_engine
     for vm in vms(gce_plan):
         assert vm["inputs"]["serviceAccount"] == {
             "email": email,
-            "scopes": ["https://www.googleapis.com/auth/devstorage.read_write"],
+            "scopes": [
+                "https://www.googleapis.com/auth/devstorage.read_write",
+                "https://www.googleapis.com/auth/cloud-platform.read-only",
+            ],
         }
         assert "compute@developer" not in json.dumps(vm["inputs"])
 

@@ -644,3 +644,33 @@ def test_a_jobs_deadline_covers_every_repeated_start() -> None:
     thrice = build(benchmarks=["intranode"], benchRepeats=3).job("intranode")["spec"]["activeDeadlineSeconds"]
     per_start = build(benchmarks=["intranode"]).cfg.benchmarks.timeout_minutes * 60
     assert thrice - once == 2 * 2 * per_start  # two more starts, each under its timeout, twice over
+
+
+def test_flex_start_pods_select_the_pool_and_wait_for_the_install_in_an_init_container(tmp_path) -> None:
+    # The cluster autoscaler adds a flex-start node only for a pod a new node of the pool could take; a new
+    # node lacks the installed label, so the pod must not select it (spot keeps the label: test above).
+    from deepep_a4.program.gke_objects import INSTALLED_LABEL, NODE_SELECTOR, STATE_DIR
+
+    flex = build(provisioning="flex-start", ttl="8h")
+    want = flex.outputs["installedVersionsHash"]
+    for job in flex.of(JOB):
+        pod = job.inputs["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == NODE_SELECTOR and INSTALLED_LABEL not in pod["nodeSelector"]
+        [wait] = pod["initContainers"]
+        assert {"name": "VERSIONS_HASH", "value": want} in wait["env"]
+        assert wait["securityContext"]["runAsNonRoot"] is True and wait["securityContext"]["privileged"] is False
+        state = tmp_path / "state"
+        state.mkdir(exist_ok=True)
+        (state / "status.json").write_text(json.dumps({"ready": True}))
+        (state / "installed-hash").write_text(want + "\n")
+        script = wait["command"][2].replace(STATE_DIR, str(state))
+        done = subprocess.run(["sh", "-c", script], env={"VERSIONS_HASH": want}, timeout=10, check=False)
+        assert done.returncode == 0  # ready for this version set: the loop ends at once
+        (state / "installed-hash").write_text("0123456789abcdef\n")
+        with pytest.raises(subprocess.TimeoutExpired):  # another version set: it keeps waiting
+            subprocess.run(["sh", "-c", script], env={"VERSIONS_HASH": want}, timeout=1, check=False)
+    spot = build()
+    for job in spot.of(JOB):
+        pod = job.inputs["spec"]["template"]["spec"]
+        assert pod["nodeSelector"][INSTALLED_LABEL] == spot.outputs["installedVersionsHash"]
+        assert "initContainers" not in pod

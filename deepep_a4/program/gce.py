@@ -57,8 +57,15 @@ REPLACE_INSTEAD_OF_STOP = (
 )
 # Read back from the API but never declared (A4 attaches them): a diff on them would replace every VM.
 IGNORED_INSTANCE_FIELDS = ("scratchDisks",)
-# The only API scope the VMs get: Cloud Storage read/write. IAM narrows it to the one bucket.
-VM_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+# The VMs' API scopes: Cloud Storage read/write (the results bucket, the artifact store) and read-only
+# access to Google Cloud, which the apt transport of the nccl-gib phase needs: it sends the VM's token to
+# Artifact Registry, whose API takes cloud-platform or cloud-platform.read-only. Scopes are only a second
+# gate: the account holds no project role, so IAM leaves it the bucket grants and public repositories.
+# Always both, whatever ncclGib says: a scope change needs a stopped VM, and no update may stop one.
+VM_SCOPES = (
+    "https://www.googleapis.com/auth/devstorage.read_write",
+    "https://www.googleapis.com/auth/cloud-platform.read-only",
+)
 
 
 def host_ips(cfg: StackConfig) -> list[str]:

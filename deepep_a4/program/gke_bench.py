@@ -48,6 +48,7 @@ from deepep_a4.program.gke_objects import (
     RUNNER_DIR,
     RUNNER_UNPROVEN_EXIT,
     RUNNER_USAGE_EXIT,
+    STATE_DIR,
     TEST_LABEL,
     VERBS_CONFIG_DIR,
     VERBS_CONFIG_HOST_DIR,
@@ -55,6 +56,7 @@ from deepep_a4.program.gke_objects import (
     child_opts,
     depends_of,
     k8s_spec,
+    ready_check,
 )
 
 
@@ -131,15 +133,36 @@ def job_name(test: str) -> str:
     return f"deepep-{test}"
 
 
+WAIT_INSTALLED_SECONDS = 20  # between checks of the installer's state on the node
+
+
+def wait_installed_container(cfg: StackConfig, installed_hash: str) -> dict[str, Any]:
+    """Waits until the installer finished on this node with this version set (the Job's deadline bounds it)."""
+    check = ready_check(STATE_DIR)
+    return {
+        "name": "wait-installed",
+        "image": security.image(cfg),
+        "command": ["sh", "-c", f"until {check}; do sleep {WAIT_INSTALLED_SECONDS}; done"],
+        "env": [{"name": "VERSIONS_HASH", "value": installed_hash}],
+        "security_context": {**security.UNPRIVILEGED, "run_as_non_root": True, "run_as_user": security.BENCH_UID},
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "volume_mounts": [{"name": "install-root", "mount_path": HOST_NVIDIA, "read_only": True}],
+    }
+
+
 def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], installed_hash: str) -> dict[str, Any]:
     host_network = cfg.gke.pod_networking == "hostNetwork"
+    flex_start = cfg.provisioning == "flex-start"
     spec: dict[str, Any] = {
         "restart_policy": "Never",
         "automount_service_account_token": False,
         "security_context": security.bench_pod_security(test),
-        # Only nodes the installer finished with this version set: a node that joins later (flex-start
-        # scaling up from zero, a recreated spot node) takes no benchmark pod before its install is done.
-        "node_selector": {**NODE_SELECTOR, INSTALLED_LABEL: installed_hash},
+        # Only nodes the installer finished with this version set: a node that joins later (a recreated spot
+        # node) takes no benchmark pod before its install is done. Flex-start starts with no node, and the
+        # cluster autoscaler adds one only for a pod that a new node of the pool could take: a new node lacks
+        # the installed label, so there the pod selects the pool and waits for the install in an init
+        # container instead.
+        "node_selector": dict(NODE_SELECTOR) if flex_start else {**NODE_SELECTOR, INSTALLED_LABEL: installed_hash},
         "tolerations": [GPU_TOLERATION],
         "termination_grace_period_seconds": 30,
         "containers": [
@@ -180,6 +203,8 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {"name": "verbs-config", "host_path": {"path": VERBS_CONFIG_HOST_DIR, "type": "Directory"}},
         ],
     }
+    if flex_start:
+        spec["init_containers"] = [wait_installed_container(cfg, installed_hash)]
     if host_network:
         spec["host_network"] = True
         spec["dns_policy"] = "ClusterFirstWithHostNet"

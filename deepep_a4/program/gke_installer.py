@@ -38,6 +38,7 @@ from deepep_a4.program.gke_objects import (
     child_opts,
     depends_of,
     k8s_spec,
+    ready_check,
 )
 
 
@@ -69,10 +70,7 @@ def configmap_key(path: str) -> str:
     return path.replace("/", "__")
 
 
-READY_CHECK = (
-    "grep -Eq '\"ready\"[[:space:]]*:[[:space:]]*true' /deepep-state/status.json && "
-    'grep -qx "$VERSIONS_HASH" /deepep-state/installed-hash'
-)
+READY_CHECK = ready_check("/deepep-state")
 
 
 @dataclass(frozen=True)

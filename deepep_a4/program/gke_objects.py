@@ -62,6 +62,16 @@ GIB_LABELS = {**PART_OF, "app.kubernetes.io/name": GIB_NAME}
 # reboot of the node (the gIB pod starts again after it).
 GIB_TIMEOUT_SECONDS = 1800
 RUNNER_DIR = "/opt/deepep-bench"
+
+
+def ready_check(state_dir: str) -> str:
+    """sh: true once the installer finished on this node with the version set in $VERSIONS_HASH."""
+    return (
+        f"grep -Eq '\"ready\"[[:space:]]*:[[:space:]]*true' {state_dir}/status.json && "
+        f'grep -qx "$VERSIONS_HASH" {state_dir}/installed-hash'
+    )
+
+
 RESULTS_DIR = "/results"
 
 # Container resources. The bench pod owns the node (8 GPUs, 224 vCPUs, ~3.9 TiB): a request that reserves

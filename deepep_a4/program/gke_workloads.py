@@ -14,7 +14,7 @@ InstallerDaemonSet
     resumes); any other non-zero exit fails the container, which the kubelet retries with back-off.
     When the status file says ready, the init container writes the version hash next to it and labels
     the node `deepep-a4/installed=<hash>` (ServiceAccount + ClusterRole with only get/patch on nodes).
-    The **main container** (busybox, unprivileged, read-only state mount) just stays Running; its
+    The **main container** (`containerImage`, unprivileged, read-only state mount) just stays Running; its
     readiness probe passes only while the status file says ready *for this version hash*, so Pulumi's
     DaemonSet await means "installed on every A4 node", with a `pulumi.com/timeoutSeconds` that covers
     a cold install and the reboot. The hash is also a pod-template annotation: a changed version set

@@ -166,7 +166,7 @@ ensure_cuda_repo() {
 # Ubuntu release of the node, as DOCA and CUDA name their repositories (24.04 / ubuntu2404).
 os_version() {
   local id="" version_id=""
-  # shellcheck disable=SC1091
+  # shellcheck disable=SC1091  # the machine's own os-release, not a file of this repository
   [[ -r $SYS/etc/os-release ]] && id="$(. "$SYS/etc/os-release" && echo "${ID:-}")" &&
     version_id="$(. "$SYS/etc/os-release" && echo "${VERSION_ID:-}")"
   [[ $id == ubuntu ]] || die "unsupported OS '${id:-unknown}': the installer targets Ubuntu 22.04/24.04"
