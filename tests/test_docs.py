@@ -1,0 +1,73 @@
+"""Every reference document in docs/ names what exists: stack keys, `deepep-a4` subcommands and flags,
+repository paths in links, and the anchors those links point at (the README has its own, stricter test)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepep_a4.config.keys import KEYS_BY_NAME
+from tests.test_readme import anchors
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+# Not keys: the namespace in prose ("deepep-a4:KEY") and the labels the program sets on machines.
+NOT_KEYS = {"KEY"}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_stack_key_named_exists(doc: Path) -> None:
+    named = set(re.findall(r"deepep-a4:([A-Za-z][A-Za-z0-9]*)", doc.read_text())) - NOT_KEYS
+    assert named <= set(KEYS_BY_NAME), f"{doc.name}: not stack keys: {sorted(named - set(KEYS_BY_NAME))}"
+
+
+def deepep_commands(text: str) -> list[list[str]]:
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            continue
+        if not inside:
+            continue
+        for part in line.split(" #")[0].split("&&"):
+            part = part.strip()
+            if part.startswith(".venv/bin/deepep-a4 "):
+                out.append(shlex.split(part)[1:])
+    return out
+
+
+def help_of(sub: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "deepep_a4.cli", sub, "--help"], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0, f"deepep-a4 {sub} is not a subcommand"
+    return proc.stdout
+
+
+def test_every_deepep_a4_command_in_the_docs_names_a_real_subcommand_and_flags() -> None:
+    seen = 0
+    helps: dict[str, str] = {}
+    for doc in DOCS:
+        for words in deepep_commands(doc.read_text()):
+            seen += 1
+            text = helps.setdefault(words[0], help_of(words[0]))
+            for flag in (w.split("=")[0] for w in words[1:] if w.startswith("--")):
+                assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", text), f"{doc.name}: {flag} of deepep-a4 {words[0]}"
+    assert seen
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_relative_link_resolves(doc: Path) -> None:
+    for link in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if link.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (doc.parent / path).resolve() if path else doc
+        assert target.exists(), f"{doc.name}: {link}: no such file"
+        if anchor and target.suffix == ".md":
+            assert anchor in anchors(target), f"{doc.name}: {link}: no such heading"
