@@ -1189,4 +1189,5 @@ def test_the_installer_doc_says_truthfully_whether_downloads_have_pinned_digests
     section = text.split("## What is pinned, and how downloads are checked", 1)[1].split("\n## ", 1)[0]
     says_empty = "It is **empty**" in section
     assert says_empty == (not installer.CHECKSUMS), "docs/installer.md's checksum statement no longer holds"
-    assert str(installer.REQUIRE_CHECKSUMS) in section or "REQUIRE_CHECKSUMS = True" in section
+    # "trusted on first use" holds only while REQUIRE_CHECKSUMS is off; turned on, the doc must say it refuses.
+    assert ("a download is trusted on first use" in section) == (not installer.REQUIRE_CHECKSUMS)
