@@ -603,18 +603,34 @@ def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_p
         "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1\n"
     )
     python = tmp_path / "python"  # reports what PyTorch 2.10's import would: its wheel and the NCCL it loads
-    python.write_text(
-        '#!/bin/sh\necho \'{"torch": "2.10.0+cu129", "nvidia-nccl-cu12": "2.27.7", "loaded": "2.27.7"}\'\n'
+    python.write_text(  # 2.27.5: the NCCL its wheel requires (tests/fixtures/pytorch/torch-2.10.0_metadata.txt)
+        '#!/bin/sh\necho \'{"torch": "2.10.0+cu129", "nvidia-nccl-cu12": "2.27.5", "loaded": "2.27.5"}\'\n'
     )
     python.chmod(0o755)
     ran = node_ran.what_ran({"NCCL_NET": "gIB"}, str(python), None, tmp_path, gib_dir=gib)
-    assert ran["nccl"] == "2.27.7" and ran["gib"].endswith("nccl-plugin-gib:v1.1.1")
-    assert ran["nccl_pairing"].startswith("NCCL 2.27.7 with gIB") and "mismatch" not in ran["nccl_pairing"]
+    assert ran["nccl"] == "2.27.5" and ran["gib"].endswith("nccl-plugin-gib:v1.1.1")
+    assert ran["nccl_pairing"].startswith("NCCL 2.27.5 with gIB") and "mismatch" not in ran["nccl_pairing"]
     assert node_ran.nccl_pairing("2.28.9", "nccl-gib 1.1.0") == (
         "mismatch: NCCL 2.28.9 with gIB nccl-gib 1.1.0; Google pairs gIB 1.1 with NCCL 2.27"
     )
     off = node_ran.what_ran({}, str(python), None, tmp_path, gib_dir=gib)
     assert off["gib"].startswith("off") and off["nccl_pairing"].startswith("no gIB plugin")
+
+
+def test_the_default_pytorch_brings_the_nccl_google_pairs_with_gib() -> None:
+    # The METADATA of PyPI's torch 2.10.0 wheel (its CUDA 12.8 build). PyTorch's build matrix gives every
+    # CUDA 12 wheel the NCCL of one pin (.github/scripts/generate_binary_build_matrix.py checks each against
+    # .ci/docker/ci_commit_pins/nccl-cu12.txt), so the stacks' 2.10.0+cu129 requires the same NCCL.
+    from deepep_a4.node.bench import what_ran as node_ran
+
+    text = (ROOT / "tests/fixtures/pytorch/torch-2.10.0_metadata.txt").read_text()
+    version = re.search(r"^Version: (\S+)$", text, re.M)
+    nccl = re.search(r"^Requires-Dist: nvidia-nccl-cu12==(\S+);", text, re.M)
+    assert version is not None and nccl is not None
+    default_torch = config.KEYS_BY_NAME["torchVersion"].default  # the stacks' PyTorch
+    assert default_torch.split("+")[0] == version.group(1)
+    assert nccl.group(1) == "2.27.5"
+    assert "mismatch" not in node_ran.nccl_pairing(nccl.group(1), "nccl-gib 1.1.0")
 
 
 def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path: Path) -> None:

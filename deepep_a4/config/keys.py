@@ -179,7 +179,8 @@ KEYS: tuple[Key, ...] = (
         bool,
         True,
         "Install Google's gIB NCCL plugin (GKE: the NCCL RDMA installer DaemonSet; GCE: the nccl-gib apt package) "
-        "and run NCCL with Google's A4 settings; false leaves NCCL its built-in IB transport.",
+        "and run NCCL with Google's A4 settings; false leaves NCCL its built-in IB transport. Google pairs gIB 1.1 "
+        "with NCCL 2.27, which PyTorch 2.10 brings; results record the pairing that ran.",
     ),
     # -- GKE ---------------------------------------------------------------------------------------
     Key(
