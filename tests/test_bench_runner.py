@@ -617,20 +617,28 @@ def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_p
     assert off["gib"].startswith("off") and off["nccl_pairing"].startswith("no gIB plugin")
 
 
+def _wheel_nccl(version: str) -> str:
+    """The NCCL a PyTorch wheel requires, from its METADATA kept in tests/fixtures/pytorch/."""
+    text = (ROOT / f"tests/fixtures/pytorch/torch-{version}_metadata.txt").read_text()
+    assert re.search(r"^Version: (\S+)$", text, re.M)[1] == version  # type: ignore[index]
+    nccl = re.search(r"^Requires-Dist: nvidia-nccl-cu1[23]==(\S+);", text, re.M)
+    assert nccl is not None
+    return nccl[1]
+
+
 def test_the_default_pytorch_brings_the_nccl_google_pairs_with_gib() -> None:
-    # The METADATA of PyPI's torch 2.10.0 wheel (its CUDA 12.8 build). PyTorch's build matrix gives every
-    # CUDA 12 wheel the NCCL of one pin (.github/scripts/generate_binary_build_matrix.py checks each against
-    # .ci/docker/ci_commit_pins/nccl-cu12.txt), so the stacks' 2.10.0+cu129 requires the same NCCL.
+    # PyTorch loads the NCCL its wheel requires: 2.11.0+cu130 requires 2.28.9 and loaded 2.28.9 on the H100
+    # (tests/fixtures/bench/h100_what_ran.txt). PyPI's 2.10.0 is the CUDA 12.8 build; PyTorch's build matrix
+    # gives every CUDA 12 wheel the NCCL of one pin (.github/scripts/generate_binary_build_matrix.py checks
+    # each against .ci/docker/ci_commit_pins/nccl-cu12.txt), so the stacks' 2.10.0+cu129 requires the same.
     from deepep_a4.node.bench import what_ran as node_ran
 
-    text = (ROOT / "tests/fixtures/pytorch/torch-2.10.0_metadata.txt").read_text()
-    version = re.search(r"^Version: (\S+)$", text, re.M)
-    nccl = re.search(r"^Requires-Dist: nvidia-nccl-cu12==(\S+);", text, re.M)
-    assert version is not None and nccl is not None
+    measured = (ROOT / "tests/fixtures/bench/h100_what_ran.txt").read_text()
+    assert "torch 2.11.0+cu130 nccl (2, 28, 9)" in measured and _wheel_nccl("2.11.0") == "2.28.9"
     default_torch = config.KEYS_BY_NAME["torchVersion"].default  # the stacks' PyTorch
-    assert default_torch.split("+")[0] == version.group(1)
-    assert nccl.group(1) == "2.27.5"
-    assert "mismatch" not in node_ran.nccl_pairing(nccl.group(1), "nccl-gib 1.1.0")
+    nccl = _wheel_nccl(default_torch.split("+")[0])
+    assert nccl == "2.27.5"
+    assert "mismatch" not in node_ran.nccl_pairing(nccl, "nccl-gib 1.1.0")
 
 
 def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path: Path) -> None:
