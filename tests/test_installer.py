@@ -198,6 +198,14 @@ class Machine:
             p.write_text(text)
         return out
 
+    def render_past_reboot(self, cfg: config.StackConfig, target: str = "gce") -> Path:
+        """The installer rendered and run up to its one reboot (exit 75), and the machine rebooted."""
+        d = self.render(cfg, target)
+        first = self.run(d)
+        assert first.returncode == 75, first.stderr
+        self.reboot()
+        return d
+
     def run(self, installer_dir: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         self.log.write_text("")
         return subprocess.run(
@@ -451,9 +459,7 @@ def test_without_reboots_the_phase_says_what_is_missing(tmp_path: Path) -> None:
 
 def test_a_reboot_that_does_not_help_is_not_repeated(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     (m.sys / "etc/modprobe.d/deepep-peermapping.conf").unlink()  # e.g. config management removed it
     shutil.rmtree(m.sys / "proc/driver")
     m._load_driver()
@@ -549,9 +555,7 @@ def test_mixed_rdma_core_is_refused_before_a_pod_sees_it(tmp_path: Path) -> None
     m = Machine(tmp_path)
     (m.sys / "usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav57.so").unlink()
     (m.sys / "usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so").write_text("")
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     proc = m.run(d)
     assert proc.returncode == 1
     assert "phase 'env' failed" in proc.stderr
@@ -589,9 +593,7 @@ def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Pa
 def test_gke_target_without_libnl_on_the_host_fails_naming_the_package(tmp_path: Path) -> None:
     m = Machine(tmp_path)
     (m.sys / "usr/lib/x86_64-linux-gnu/libnl-route-3.so.200").unlink()
-    d = m.render(cfg_of("gke-b200"), "gke")
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of("gke-b200"), "gke")
     proc = m.run(d)
     assert proc.returncode == 1 and "phase 'env' failed" in proc.stderr
     assert "libnl-route-3.so.200 is missing on the host" in proc.stderr and "libnl-route-3-200" in proc.stderr
@@ -636,9 +638,7 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
 
 def test_cpu_nic_handler_builds_gdrdrv_with_a_boot_unit(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of(nicHandler="cpu", gdrcopyKernelModule=True))
     (m.sys / "var/lib/stub/lsmod").write_text("gdrdrv 28672 0\n")
     proc = m.run(d)
     drv = next(c for c in m.calls("make") if " driver " in c)
@@ -678,9 +678,7 @@ def test_a_force_pushed_pr466_is_refused(tmp_path: Path) -> None:
 
 def test_deepep_built_against_the_wrong_nvshmem_fails(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     proc = m.run(d, STUB_NVSHMEM_PATH_OVERRIDE="/usr/lib/python3/site-packages/nvidia/nvshmem")
     assert proc.returncode == 1
     assert "phase 'deepep' failed" in proc.stderr, proc.stderr
@@ -734,9 +732,7 @@ def test_nvshmem_built_without_ibgda_fails_its_phase(tmp_path: Path) -> None:
 def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz", "0" * 64)
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     proc = m.run(d)
     assert proc.returncode == 1
     assert "phase 'gdrcopy' failed" in proc.stderr and "checksum mismatch for gdrcopy-2.5.1.tar.gz" in proc.stderr
@@ -1047,9 +1043,7 @@ def test_the_accelerator_image_keeps_its_driver_and_inbox_rdma_and_holds_the_pac
 
 def test_the_inbox_stack_is_installed_where_a_fresh_image_lacks_it(tmp_path: Path) -> None:
     m = image_machine(tmp_path)
-    d = m.render(cfg_of(**ACCELERATOR))
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of(**ACCELERATOR))
     assert m.run(d).returncode == 0
     assert any(c.endswith(" install --no-install-recommends libibverbs1 ibverbs-providers") for c in m.calls("apt-get"))
     # Installed once: the next run of the phase finds them.
@@ -1107,9 +1101,7 @@ def test_verify_sends_rdma_through_every_nic_and_records_time_and_figure(
     tmp_path: Path, stub: dict[str, str], reason: str
 ) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     proc = m.run(d, **stub)
     if not reason:
         assert proc.returncode == 0, proc.stderr
@@ -1158,9 +1150,7 @@ def test_gib_is_skipped_when_off_and_on_gke(tmp_path: Path) -> None:
 
 def test_a_gib_package_that_ships_rdma_core_is_refused_naming_the_phase(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     failed = m.run(d, STUB_GIB_EXTRA="libibverbs.so.1 libmlx5.so.1")
     assert failed.returncode == 1
     assert "phase 'nccl-gib' failed" in failed.stderr
@@ -1172,9 +1162,7 @@ def test_a_gib_package_that_ships_rdma_core_is_refused_naming_the_phase(tmp_path
 
 def test_a_gib_repository_that_fails_names_the_cause(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of())
-    assert m.run(d).returncode == 75
-    m.reboot()
+    d = m.render_past_reboot(cfg_of())
     failed = m.run(d, STUB_FAIL="apt-get:*nccl-gib=*")
     assert failed.returncode == 1
     assert "phase 'nccl-gib' failed" in failed.stderr

@@ -39,6 +39,7 @@ from deepep_a4.program.gke_objects import (
     child_opts,
     depends_of,
     k8s_spec,
+    no_ingress_policy,
 )
 
 # [CEA-INST]'s image and tag (v1.1.1; gpu-recipes' A4 recipes run the same tag).
@@ -85,12 +86,7 @@ class GibInstaller(pulumi.ComponentResource):
             opts=child_opts(self),
         )
         # The plugin's pods serve nothing: no ingress at all.
-        self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-no-ingress",
-            metadata={"name": f"{GIB_NAME}-no-ingress", "namespace": namespace, "labels": GIB_LABELS},
-            spec={"pod_selector": {"match_labels": {"app.kubernetes.io/name": GIB_NAME}}, "policy_types": ["Ingress"]},
-            opts=child_opts(self),
-        )
+        self.network_policy = no_ingress_policy(self, name, GIB_NAME, namespace, GIB_LABELS)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
             metadata={

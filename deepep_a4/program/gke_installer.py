@@ -38,6 +38,7 @@ from deepep_a4.program.gke_objects import (
     child_opts,
     depends_of,
     k8s_spec,
+    no_ingress_policy,
     ready_check,
 )
 
@@ -149,15 +150,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
         )
 
         # The installer serves nothing: no ingress at all.
-        self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-no-ingress",
-            metadata={"name": f"{INSTALLER_NAME}-no-ingress", "namespace": namespace, "labels": INSTALLER_LABELS},
-            spec={
-                "pod_selector": {"match_labels": {"app.kubernetes.io/name": INSTALLER_NAME}},
-                "policy_types": ["Ingress"],
-            },
-            opts=child_opts(self),
-        )
+        self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
         items = [{"key": configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
         env = init_env(self.versions_hash)
         pod_labels = {**INSTALLER_LABELS}

@@ -1,4 +1,4 @@
-"""Names, labels, host paths and sizes of the Kubernetes objects of the GKE workloads, and two helpers.
+"""Names, labels, host paths and sizes of the Kubernetes objects of the GKE workloads, and three helpers.
 
 Names both sides agree on (labels the tools select by, install paths, exit codes) come from
 deepep_a4/node/names.py; what only the Kubernetes objects use is here.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from deepep_a4.node import names
 from deepep_a4.program.options import depends_of
@@ -101,3 +102,15 @@ def k8s_spec(spec: dict[str, Any]) -> Any:
 def child_opts(parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
     """A child of a workloads component: it takes the component's Kubernetes provider from its parent."""
     return pulumi.ResourceOptions(parent=parent, **kw)
+
+
+def no_ingress_policy(
+    parent: pulumi.Resource, name: str, app: str, namespace: Any, labels: dict[str, str]
+) -> k8s.networking.v1.NetworkPolicy:
+    """A NetworkPolicy that admits no connection at all to the pods of `app`: for pods that serve nothing."""
+    return k8s.networking.v1.NetworkPolicy(
+        f"{name}-no-ingress",
+        metadata={"name": f"{app}-no-ingress", "namespace": namespace, "labels": labels},
+        spec={"pod_selector": {"match_labels": {"app.kubernetes.io/name": app}}, "policy_types": ["Ingress"]},
+        opts=child_opts(parent),
+    )
