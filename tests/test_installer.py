@@ -1179,3 +1179,44 @@ def test_the_installer_doc_says_truthfully_whether_downloads_have_pinned_digests
     assert says_empty == (not installer.CHECKSUMS), "docs/installer.md's checksum statement no longer holds"
     # "trusted on first use" holds only while REQUIRE_CHECKSUMS is off; turned on, the doc must say it refuses.
     assert ("a download is trusted on first use" in section) == (not installer.REQUIRE_CHECKSUMS)
+
+
+# -- the driver phase's readings of a real GPU machine ---------------------------------------------------------
+
+
+def _driver_readings(tmp_path: Path, banner: str) -> list[str]:
+    """loaded_driver_version and driver_is_open as the driver phase defines them, on a /proc that holds `banner`
+    and with no modinfo on PATH (the H100 had none), so the open-module check reads the banner."""
+    proc = tmp_path / "sys/proc/driver/nvidia"
+    proc.mkdir(parents=True)
+    (proc / "version").write_text(banner)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("grep", "awk"):
+        (tools / tool).symlink_to(shutil.which(tool) or tool)
+    phase = (ROOT / "deepep_a4/node/install/phases/03-nvidia-driver.sh").read_text()
+    functions = "".join(
+        m[0]
+        for name in ("loaded_driver_version", "driver_is_open")
+        if (m := re.search(rf"^{name}\(\) {{\n.*?^}}\n", phase, re.M | re.S))
+    )
+    script = functions + "loaded_driver_version; if driver_is_open; then echo open; else echo proprietary; fi\n"
+    env = {"SYS": str(tmp_path / "sys"), "PATH": str(tools)}
+    return subprocess.run(
+        [shutil.which("bash") or "bash", "-c", script], env=env, capture_output=True, text=True
+    ).stdout.split()
+
+
+def test_the_driver_phase_reads_a_real_h100s_open_driver(tmp_path: Path) -> None:
+    # tests/fixtures/install/hw/h100_driver_probe.txt: the lent H100 (2026-11-24), its /proc banner and the two
+    # functions run there against it (no modinfo on that machine: the banner decides).
+    probe = (ROOT / "tests/fixtures/install/hw/h100_driver_probe.txt").read_text()
+    banner = probe.split("== cat /proc/driver/nvidia/version\n", 1)[1].split("== ", 1)[0]
+    assert "loaded_driver_version=580.159.04" in probe and "driver_is_open=yes" in probe
+    assert _driver_readings(tmp_path, banner) == ["580.159.04", "open"]
+
+
+def test_the_driver_phase_tells_the_proprietary_module_by_its_banner(tmp_path: Path) -> None:
+    # The proprietary module's banner has no "Open" (e.g. 515.76: "NVIDIA UNIX x86_64 Kernel Module  515.76 ...").
+    banner = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Release Build  (dvs-builder@U16)\n"
+    assert _driver_readings(tmp_path, banner) == ["580.159.04", "proprietary"]
