@@ -479,6 +479,16 @@ def test_the_transport_is_judged_from_the_runners_record_and_the_log() -> None:
     assert pr.transport_verdict({"transport": IBGDA}, refused)[0] == "FAIL"  # the log beats the settings
 
 
+def test_nvshmem_going_on_without_ibgda_fails_the_transport_check() -> None:
+    # On a machine without HCAs, PyTorch's NVSHMEM 3.4.5 prints one line by default and initialises anyway
+    # (the H100, tests/fixtures/install/hw/h100_nvshmem_ibgda_no_hca.log): only the log tells.
+    text = (FIX.parent / "install/hw/h100_nvshmem_ibgda_no_hca.log").read_text()
+    default = text.split("== default\n", 1)[1].split("== ", 1)[0].splitlines()
+    assert default[-2:] == ["nvshmem initialised; torch 2.11.0+cu130", "rc=0"]
+    status, detail = pr.transport_verdict({"transport": IBGDA}, list(enumerate(default, 1)))
+    assert status == "FAIL" and "line 1: NVSHMEM could not start IBGDA" in detail
+
+
 @pytest.mark.parametrize(
     ("nics", "status", "says"),
     [
