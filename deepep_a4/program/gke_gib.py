@@ -37,7 +37,9 @@ from deepep_a4.program.gke_objects import (
     GPU_TOLERATION,
     NODE_SELECTOR,
     child_opts,
+    daemon_set_metadata,
     depends_of,
+    every_node_at_once,
     k8s_spec,
     no_ingress_policy,
 )
@@ -89,19 +91,12 @@ class GibInstaller(pulumi.ComponentResource):
         self.network_policy = no_ingress_policy(self, name, GIB_NAME, namespace, GIB_LABELS)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
-            metadata={
-                "name": GIB_NAME,
-                "namespace": namespace,
-                "labels": GIB_LABELS,
-                "annotations": {
-                    "pulumi.com/timeoutSeconds": str(GIB_TIMEOUT_SECONDS),
-                    **security.skip_annotations(security.GIB_SKIPS),
-                },
-            },
+            metadata=daemon_set_metadata(
+                GIB_NAME, namespace, GIB_LABELS, GIB_TIMEOUT_SECONDS, security.skip_annotations(security.GIB_SKIPS)
+            ),
             spec=k8s_spec(
                 {
-                    "selector": {"match_labels": {"app.kubernetes.io/name": GIB_NAME}},
-                    "update_strategy": {"type": "RollingUpdate", "rolling_update": {"max_unavailable": "100%"}},
+                    **every_node_at_once(GIB_NAME),
                     "template": {
                         "metadata": {"labels": GIB_LABELS},
                         "spec": {

@@ -36,7 +36,9 @@ from deepep_a4.program.gke_objects import (
     STATUS_FILE,
     VERSIONS_ANNOTATION,
     child_opts,
+    daemon_set_metadata,
     depends_of,
+    every_node_at_once,
     k8s_spec,
     no_ingress_policy,
     ready_check,
@@ -156,20 +158,17 @@ class InstallerDaemonSet(pulumi.ComponentResource):
         pod_labels = {**INSTALLER_LABELS}
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
-            metadata={
-                "name": INSTALLER_NAME,
-                "namespace": namespace,
-                "labels": INSTALLER_LABELS,
-                # Pulumi awaits a DaemonSet until every pod is Ready: a cold install and its reboot.
-                "annotations": {
-                    "pulumi.com/timeoutSeconds": str(INSTALL_TIMEOUT_SECONDS),
-                    **security.skip_annotations(args.skips),
-                },
-            },
+            # Pulumi awaits the DaemonSet until every pod is Ready: a cold install and its reboot.
+            metadata=daemon_set_metadata(
+                INSTALLER_NAME,
+                namespace,
+                INSTALLER_LABELS,
+                INSTALL_TIMEOUT_SECONDS,
+                security.skip_annotations(args.skips),
+            ),
             spec=k8s_spec(
                 {
-                    "selector": {"match_labels": {"app.kubernetes.io/name": INSTALLER_NAME}},
-                    "update_strategy": {"type": "RollingUpdate", "rolling_update": {"max_unavailable": "100%"}},
+                    **every_node_at_once(INSTALLER_NAME),
                     "template": {
                         "metadata": {
                             "labels": pod_labels,

@@ -1,4 +1,4 @@
-"""Names, labels, host paths and sizes of the Kubernetes objects of the GKE workloads, and three helpers.
+"""Names, labels, host paths and sizes of the Kubernetes objects of the GKE workloads, and a few helpers.
 
 Names both sides agree on (labels the tools select by, install paths, exit codes) come from
 deepep_a4/node/names.py; what only the Kubernetes objects use is here.
@@ -114,3 +114,24 @@ def no_ingress_policy(
         spec={"pod_selector": {"match_labels": {"app.kubernetes.io/name": app}}, "policy_types": ["Ingress"]},
         opts=child_opts(parent),
     )
+
+
+def daemon_set_metadata(
+    app: str, namespace: Any, labels: dict[str, str], timeout_seconds: int, annotations: dict[str, str]
+) -> k8s.meta.v1.ObjectMetaArgsDict:
+    """A DaemonSet's metadata; Pulumi awaits a DaemonSet until every pod is Ready, for up to timeout_seconds."""
+    return {
+        "name": app,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": {"pulumi.com/timeoutSeconds": str(timeout_seconds), **annotations},
+    }
+
+
+def every_node_at_once(app: str) -> dict[str, Any]:
+    """The selector and update strategy of a per-node DaemonSet: a new version replaces every pod at once (a
+    node's pod only prepares that node, so there is no service to keep up during the rollout)."""
+    return {
+        "selector": {"match_labels": {"app.kubernetes.io/name": app}},
+        "update_strategy": {"type": "RollingUpdate", "rolling_update": {"max_unavailable": "100%"}},
+    }
