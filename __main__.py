@@ -7,11 +7,11 @@ the chosen platform and export what a user needs next.
 import pulumi
 import pulumi_gcp as gcp
 
-from deepep_a4 import config
-from deepep_a4.program.deadline import stack_deadline
-from deepep_a4.program.gce_platform import build_gce_platform
-from deepep_a4.program.gke_platform import build_gke_platform
-from deepep_a4.program.network import A4Network, A4NetworkArgs
+from components import config
+from components.deadline import stack_deadline
+from components.gce_platform import build_gce_platform
+from components.gke_platform import build_gke_platform
+from components.network import A4Network, A4NetworkArgs
 
 try:
     cfg = config.load()
@@ -20,7 +20,7 @@ except config.ConfigError as err:
     raise pulumi.RunError(str(err)) from None
 
 # Fixed at the first `pulumi up`; after it, `pulumi up` is refused. Every gcp resource waits for that check
-# through the provider, so a refused run changes nothing (program/deadline.py).
+# through the provider, so a refused run changes nothing (components/deadline.py).
 deadline = stack_deadline(cfg.ttl_seconds)
 gcp_provider = gcp.Provider(
     "gcp",

@@ -1,8 +1,8 @@
 """Where the package's own files are, and where the user's Pulumi project is.
 
-The package is installed (editable or not), so nothing imports through a path on sys.path: the
-node payload is package data under `node/`, and the stack files belong to the project folder the
-user runs the command in (the folder with Pulumi.yaml), not to the package.
+The package is installed (editable or not), so nothing imports through a path on sys.path; the stack
+files belong to the project folder the user runs the command in (the folder with Pulumi.yaml), not to
+the package.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-NODE_DIR = PACKAGE_DIR / "node"
 PROJECT_FILE = "Pulumi.yaml"
 
 

@@ -3,7 +3,7 @@
 import pulumi
 import pulumi_gcp as gcp
 
-from deepep_a4.program.store import ArtifactStoreBucket, store_settings
+from components.store import ArtifactStoreBucket, store_settings
 
 try:
     settings = store_settings(pulumi.Config("deepep-a4-store"))

@@ -1,4 +1,4 @@
-"""The parser (node/bench/parse.py): every DeepEP v1.2.1 result line, field report samples, failed runs."""
+"""The parser (scripts/bench/parse.py): every DeepEP v1.2.1 result line, field report samples, failed runs."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.node.bench import parse as bp
-from deepep_a4.node.bench import parse_records as pr
+from scripts.bench import parse as bp
+from scripts.bench import parse_records as pr
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
-PARSE = [sys.executable, str(ROOT / "deepep_a4" / "node" / "bench" / "parse.py")]
+PARSE = [sys.executable, str(ROOT / "scripts" / "bench" / "parse.py")]
 
 
 def one(text: str, test: str | None = None, expect: bp.Expect | None = None) -> bp.Result:

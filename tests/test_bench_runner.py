@@ -1,4 +1,4 @@
-"""The runner (node/bench/run_bench.py) with stand-in DeepEP tests: env handling, streaming, JSON, exit codes."""
+"""The runner (scripts/bench/run_bench.py) with stand-in DeepEP tests: env handling, streaming, JSON, exit codes."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.node.bench import preflight, run_bench
+from components import config
 from deepep_a4.tools import plan_engine
+from scripts.bench import preflight, run_bench
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
@@ -291,7 +291,7 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str], env: dict[str, str
 
 
 def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
-    from deepep_a4.node.bench.settings import RunnerSettings
+    from scripts.bench.settings import RunnerSettings
 
     s = RunnerSettings(processes=4, intranode_tokens=2048, timeout_minutes=45)
     assert RunnerSettings.from_env(s.to_env()) == s
@@ -306,9 +306,9 @@ def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
 
 
 def test_bench_repeats_of_a_stack_reach_the_runner_and_share_its_bounds() -> None:
-    from deepep_a4.config import rules
-    from deepep_a4.node.bench.settings import MAX_REPEATS
-    from deepep_a4.program import gce_bench
+    from components import gce_bench
+    from components.config import rules
+    from scripts.bench.settings import MAX_REPEATS
     from tests.conftest import stack_config
 
     assert rules.BENCH_MAX_REPEATS == MAX_REPEATS
@@ -319,7 +319,7 @@ def test_bench_repeats_of_a_stack_reach_the_runner_and_share_its_bounds() -> Non
 
 
 def test_both_platforms_hand_the_runner_the_same_settings() -> None:
-    from deepep_a4.program import gce_bench, gke_bench
+    from components import gce_bench, gke_bench
     from tests.conftest import stack_config
 
     cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200", intranodeTokens="2048")), "gke-b200")
@@ -329,7 +329,7 @@ def test_both_platforms_hand_the_runner_the_same_settings() -> None:
     assert gce["BENCH_INTRANODE_TOKENS"] == "2048"
 
 
-# -- the device check before RDMA tests (node/bench/preflight.py) -------------------------------------
+# -- the device check before RDMA tests (scripts/bench/preflight.py) -------------------------------------
 
 
 class Fn:
@@ -454,8 +454,8 @@ def test_repeats_outside_1_to_10_is_a_usage_error(tmp_path: Path, deepep: Path, 
 
 def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Path, deepep: Path) -> None:
     """DEEPEP_ROOT (the env file exports it) holds the rendered config.sh and the installer's status.json."""
-    from deepep_a4.node.bench.what_ran import what_ran
-    from deepep_a4.program import installer
+    from components import installer
+    from scripts.bench.what_ran import what_ran
     from tests.conftest import stack_config
 
     cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200")
@@ -489,8 +489,8 @@ def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Pat
     assert ran["verify_rdma"].startswith("no RDMA NICs on this machine")  # the H200 hwtest: no RDMA proof
     assert ran["driver"] == "580.126.09" and ran["deepep_checkout"] == "29d31c0" + "0" * 33
     assert ran["image"] == "unknown"  # a container cannot see its image; the report takes the pod's
-    from deepep_a4.node import names
-    from deepep_a4.node.bench import what_ran as node_ran
+    from scripts import names
+    from scripts.bench import what_ran as node_ran
 
     assert node_ran.IMAGE_VAR == names.IMAGE_VAR
     assert what_ran({names.IMAGE_VAR: "projects/p/global/images/i"}, "/x", None, proc)["image"].endswith("/i")
@@ -528,8 +528,8 @@ def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: 
 
 
 def test_a_run_without_evidence_exits_unproven_so_a_job_does_not_retry_it() -> None:
-    from deepep_a4.node import names
-    from deepep_a4.node.bench import run_bench
+    from scripts import names
+    from scripts.bench import run_bench
 
     assert (run_bench.EXIT_OK, run_bench.EXIT_FAILED, run_bench.EXIT_UNPROVEN) == (
         names.EXIT_OK,
@@ -547,7 +547,7 @@ def test_a_run_without_evidence_exits_unproven_so_a_job_does_not_retry_it() -> N
 
 
 def test_googles_nccl_settings_include_the_roce_v2_gid_and_follow_ncclgib(tmp_path: Path) -> None:
-    from deepep_a4.node.bench import bench_env
+    from scripts.bench import bench_env
 
     gib = tmp_path / "gib"
     (gib / "lib64").mkdir(parents=True)
@@ -567,7 +567,7 @@ def test_googles_nccl_settings_include_the_roce_v2_gid_and_follow_ncclgib(tmp_pa
 def test_socket_interfaces_per_platform_and_pod_networking(
     tmp_path: Path, platform: str, pod_networking: str, ifname: str
 ) -> None:
-    from deepep_a4.node.bench import bench_env
+    from scripts.bench import bench_env
 
     env, notes = bench_env.build_env({}, None, str(tmp_path), platform=platform, pod_networking=pod_networking)
     assert env["NCCL_SOCKET_IFNAME"] == ifname
@@ -576,8 +576,8 @@ def test_socket_interfaces_per_platform_and_pod_networking(
 
 
 def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
-    from deepep_a4.node.bench.settings import RunnerSettings
-    from deepep_a4.program.bench_settings import runner_settings
+    from components.bench_settings import runner_settings
+    from scripts.bench.settings import RunnerSettings
     from tests.conftest import stack_config
 
     gke = runner_settings(config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200"))
@@ -595,7 +595,7 @@ def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
 
 
 def test_what_ran_records_the_loaded_nccl_the_gib_plugin_and_their_pairing(tmp_path: Path) -> None:
-    from deepep_a4.node.bench import what_ran as node_ran
+    from scripts.bench import what_ran as node_ran
 
     gib = tmp_path / "gib"
     gib.mkdir()
@@ -631,7 +631,7 @@ def test_the_default_pytorch_brings_the_nccl_google_pairs_with_gib() -> None:
     # (tests/fixtures/bench/h100_what_ran.txt). PyPI's 2.10.0 is the CUDA 12.8 build; PyTorch's build matrix
     # gives every CUDA 12 wheel the NCCL of one pin (.github/scripts/generate_binary_build_matrix.py checks
     # each against .ci/docker/ci_commit_pins/nccl-cu12.txt), so the stacks' 2.10.0+cu129 requires the same.
-    from deepep_a4.node.bench import what_ran as node_ran
+    from scripts.bench import what_ran as node_ran
 
     measured = (ROOT / "tests/fixtures/bench/h100_what_ran.txt").read_text()
     assert "torch 2.11.0+cu130 nccl (2, 28, 9)" in measured and _wheel_nccl("2.11.0") == "2.28.9"
@@ -644,7 +644,7 @@ def test_the_default_pytorch_brings_the_nccl_google_pairs_with_gib() -> None:
 def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path: Path) -> None:
     # tests/fixtures/bench/h100_what_ran.txt: the runner's own what_ran on an H100 with PyTorch 2.11.0+cu130
     # (2026-11-24), once without gIB and once with NCCL_NET=gIB and a gIB folder holding a version file.
-    from deepep_a4.node.bench import what_ran as node_ran
+    from scripts.bench import what_ran as node_ran
 
     text = (ROOT / "tests/fixtures/bench/h100_what_ran.txt").read_text()
     torch_line = re.search(r"^torch (\S+) nccl \((\d+), (\d+), (\d+)\)$", text, re.M)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from deepep_a4 import config, upstream
-from deepep_a4.config import keys
+from components import config
+from components.config import keys, upstream
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
@@ -280,10 +280,10 @@ def test_nvshmem_sources_come_from_where_each_release_lives(version: str, url: s
 
 def test_generated_files_equal_the_key_table() -> None:
     # Pulumi.yaml's schema and docs/settings.md come from keys.py; an edit of one without the other fails here.
-    from deepep_a4.config import schema
+    from deepep_a4 import schema
 
     for path, text in schema.targets(ROOT).items():
-        assert path.read_text() == text, f"{path} is stale: .venv/bin/python -m deepep_a4.config.schema --write"
+        assert path.read_text() == text, f"{path} is stale: .venv/bin/python -m deepep_a4.schema --write"
 
 
 def test_settings_reference_lists_every_key_with_its_allowed_values() -> None:

@@ -1,4 +1,4 @@
-"""The stack's deadline (program/deadline.py, gke_deadline.py): fixed once, enforced by the cloud, and a
+"""The stack's deadline (components/deadline.py, gke_deadline.py): fixed once, enforced by the cloud, and a
 `pulumi up` after it changes nothing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from deepep_a4.program import deadline, gke_deadline
+from components import deadline, gke_deadline
 from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, one, plan, stack_config
 

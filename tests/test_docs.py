@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.config.keys import KEYS_BY_NAME
+from components.config.keys import KEYS_BY_NAME
 from tests.test_readme import anchors
 
 ROOT = Path(__file__).resolve().parent.parent

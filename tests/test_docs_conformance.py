@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deepep_a4.config.keys import KEYS_BY_NAME
+from components.config.keys import KEYS_BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = (ROOT / "docs" / "conformance.md").read_text()
 DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
-PROGRAM = ROOT / "deepep_a4" / "program"
+PROGRAM = ROOT / "components"
 
 VERDICTS = ("**same**", "**differs**", "**no reason yet**")
 # What creating each pulumi_gcp module's resources needs from the project and from the deployer.

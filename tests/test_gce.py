@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.config import keys
-from deepep_a4.config.model import ImageRef
-from deepep_a4.node import payload
-from deepep_a4.program import gce, gce_bench, gce_results
+from components import config, gce, gce_bench, gce_results
+from components.config import keys
+from components.config.model import ImageRef
 from deepep_a4.tools import plan_engine
+from scripts import payload
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 INSTANCE = "gcp:compute/instance:Instance"

@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.program import gce, gce_bench
+from components import config, gce, gce_bench
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
-STAGE = ROOT / "deepep_a4" / "node" / "gce" / "bench_stage.py"
+STAGE = ROOT / "scripts" / "gce" / "bench_stage.py"
 
-# Stands in for the runner (node/bench/run_bench.py): records its call, writes what the runner writes.
+# Stands in for the runner (scripts/bench/run_bench.py): records its call, writes what the runner writes.
 FAKE_RUNNER = r"""
 import json, os, sys
 from pathlib import Path
@@ -247,7 +246,7 @@ def test_gcs_store_speaks_the_json_api_with_the_metadata_token(monkeypatch: pyte
     """The real store: token from the metadata server, media upload, alt=media, paged listing, 404 and retry."""
     import urllib.error
 
-    from deepep_a4.node.gce import stage_io
+    from scripts.gce import stage_io
 
     seen: list[tuple[str, str, dict[str, str], bytes | None]] = []
     failures = {"count": 1}
@@ -340,7 +339,7 @@ def test_the_stage_off_a_vm_fails_at_once_with_one_line() -> None:
 
 
 def test_on_gce_vm_asks_name_resolution_only() -> None:
-    from deepep_a4.node.gce import stage_io
+    from scripts.gce import stage_io
 
     def fail(host: str, port: int) -> None:
         raise OSError("no such host")

@@ -12,8 +12,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from ci.gates import k8s_schemas
-from deepep_a4 import config
-from deepep_a4.program import gke_cluster, gke_nodepool
+from components import config, gke_cluster, gke_nodepool
 from deepep_a4.tools import plan_engine
 from tests.conftest import of_type, one, plan, stack_config
 

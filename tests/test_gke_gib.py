@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.node import payload
-from deepep_a4.node.bench.what_ran import GIB_VERSION_FILE
-from deepep_a4.program import gke_gib, gke_objects, gke_pod_security
+from components import gke_gib, gke_objects, gke_pod_security
+from scripts import payload
+from scripts.bench.what_ran import GIB_VERSION_FILE
 from tests.test_gke_workloads import DS, GIB_DS, INSTALLER_DS, JOB, SHELLCHECK, Built, build
 
 

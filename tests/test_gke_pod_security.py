@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.program import gke_bench
-from deepep_a4.program import gke_pod_security as security
+from components import config, gke_bench
+from components import gke_pod_security as security
 from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 from tests.test_gke_workloads import GIB_DS, INSTALLER_DS, JOB, STACK, Built, build

@@ -18,11 +18,10 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
-from deepep_a4 import config
-from deepep_a4.node import payload
-from deepep_a4.program import artifacts, gke_bench, gke_installer, gke_objects, gke_workloads
-from deepep_a4.program.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
+from components import artifacts, config, gke_bench, gke_installer, gke_objects, gke_workloads
+from components.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
 from deepep_a4.tools import plan_engine
+from scripts import payload
 from tests.conftest import of_type, plan, stack_config
 
 STACK = "gke-b200"
@@ -630,7 +629,7 @@ def test_bench_pods_share_the_installers_placement_on_installed_nodes_only(host:
 
 def test_runner_configmap_ships_the_runner_and_parser(host: Built) -> None:
     cm = next(r for r in host.of(CM) if "run_bench.py" in r.inputs["data"])
-    bench = plan_engine.ROOT / "deepep_a4/node/bench"
+    bench = plan_engine.ROOT / "scripts/bench"
     expected = {p.name for p in bench.glob("*.py") if p.name != "__init__.py"} | {"names.py"}
     assert set(cm.inputs["data"]) == expected
     assert cm.inputs["data"]["parse.py"] == (bench / "parse.py").read_text()
@@ -649,7 +648,7 @@ def test_a_jobs_deadline_covers_every_repeated_start() -> None:
 def test_flex_start_pods_select_the_pool_and_wait_for_the_install_in_an_init_container(tmp_path) -> None:
     # The cluster autoscaler adds a flex-start node only for a pod a new node of the pool could take; a new
     # node lacks the installed label, so the pod must not select it (spot keeps the label: test above).
-    from deepep_a4.program.gke_objects import INSTALLED_LABEL, NODE_SELECTOR, STATE_DIR
+    from components.gke_objects import INSTALLED_LABEL, NODE_SELECTOR, STATE_DIR
 
     flex = build(provisioning="flex-start", ttl="8h")
     want = flex.outputs["installedVersionsHash"]

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config, upstream
-from deepep_a4.config import keys
-from deepep_a4.program import artifacts, installer
+from components import artifacts, config, installer
+from components.config import keys, upstream
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
@@ -274,7 +273,7 @@ def test_rendered_installer_carries_the_stacks_versions_and_is_published() -> No
         assert f"TORCH_VERSION={v.torch}\n" in conf
         assert f"INSTALLER_HASH={installer.installer_hash(cfg, target)}\n" in conf
         assert artifacts.published() == {f"install/{target}/{k}": t for k, t in files.items()}
-        assert files["run.sh"] == (ROOT / "deepep_a4/node/install/run.sh").read_text()
+        assert files["run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
 
 
 def test_installer_hash_names_versions_and_text() -> None:
@@ -611,7 +610,7 @@ def test_copied_python_runs_without_the_hosts_prefix(tmp_path: Path) -> None:
     if not host.exists():
         pytest.skip("no system python3 to copy on this machine")
     dest = tmp_path / "python"
-    lib = ROOT / "deepep_a4/node/install/lib.sh"
+    lib = ROOT / "scripts/install/lib.sh"
     script = f"set -euo pipefail; REBOOT_EXIT=75; source '{lib}'; copy_python {host} '{dest}'"
     env = {"PATH": "/usr/bin:/bin", "DEEPEP_DEFAULT_ROOT": str(tmp_path / "r"), "CUDA_VERSION": "12.9"}
     subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True, text=True, timeout=120)
@@ -762,7 +761,7 @@ def test_offline_plan_contains_the_rendered_installer() -> None:
     result = plan("gce-b200")
     conf = result.files["install/gce/config.sh"]
     assert "NVSHMEM_VERSION=3.5.19\n" in conf and "NVIDIA_DRIVER_VERSION=580.126.09\n" in conf
-    assert result.files["install/gce/run.sh"] == (ROOT / "deepep_a4/node/install/run.sh").read_text()
+    assert result.files["install/gce/run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
 
 
 def test_unknown_target_is_refused() -> None:
@@ -774,7 +773,7 @@ def test_unknown_target_is_refused() -> None:
 def test_gce_startup_treats_exit_75_as_a_reboot_under_way(
     installer_rc: int, stage_runs: bool, script_rc: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deepep_a4.program import gce_bench
+    from components import gce_bench
 
     monkeypatch.setattr(gce_bench, "installer_script", lambda cfg: f"#!/bin/bash\nexit {installer_rc}\n")
     script = gce_bench.render_startup_script(cfg_of())
@@ -1194,7 +1193,7 @@ def _driver_readings(tmp_path: Path, banner: str) -> list[str]:
     tools.mkdir()
     for tool in ("grep", "awk"):
         (tools / tool).symlink_to(shutil.which(tool) or tool)
-    phase = (ROOT / "deepep_a4/node/install/phases/03-nvidia-driver.sh").read_text()
+    phase = (ROOT / "scripts/install/phases/03-nvidia-driver.sh").read_text()
     functions = "".join(
         m[0]
         for name in ("loaded_driver_version", "driver_is_open")

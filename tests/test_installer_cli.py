@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.program import artifacts, installer
+from components import artifacts, config, installer
 from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 

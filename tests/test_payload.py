@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepep_a4.node import payload
-from deepep_a4.program import installer
+from components import installer
+from scripts import payload
 
 
 def test_runner_files_are_every_bench_module_and_the_shared_names() -> None:

@@ -115,8 +115,7 @@ def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> Non
 
 
 def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platform_installs() -> None:
-    from deepep_a4 import config
-    from deepep_a4.program import gke_gib, installer
+    from components import config, gke_gib, installer
     from tests.conftest import stack_config
 
     accel = "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from components import gke_objects
 from deepep_a4.policy import rules
-from deepep_a4.program import gke_objects
 from deepep_a4.tools import plan_engine
 from tests.conftest import plan
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.config.keys import KEYS
+from components.config.keys import KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

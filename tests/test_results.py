@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config
+from components import config
 from deepep_a4.tools import report as results
 from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report import sources as report_sources
@@ -119,7 +119,7 @@ def test_folder_source_reads_logs_and_runner_json_once(tmp_path: Path) -> None:
     (tmp_path / "node-0").mkdir()
     (tmp_path / "node-0" / "run.log").write_text((FIX / "h200x2_run.log").read_text())
     # The same run again as the runner's JSON of one test: not counted twice.
-    from deepep_a4.node.bench import parse as bp
+    from scripts.bench import parse as bp
 
     intra = next(r for r in bp.parse_log((FIX / "h200x2_run.log").read_text()) if r.test == "intranode")
     (tmp_path / "node-0" / "intranode-copy.json").write_text(
@@ -159,7 +159,7 @@ class FakeCoreV1:
 
 
 def test_kubernetes_source_reads_every_benchmark_pod() -> None:
-    from deepep_a4.program import gke_objects
+    from components import gke_objects
 
     api = FakeCoreV1(
         {
@@ -315,7 +315,7 @@ def test_a_bad_document_of_another_source_is_skipped_too(capsys: pytest.CaptureF
 
 @pytest.mark.parametrize("fixture", sorted(p.name for p in FIX.glob("*.log")))
 def test_the_parsers_own_records_pass_the_runner_json_check(fixture: str) -> None:
-    from deepep_a4.node.bench import parse as bp
+    from scripts.bench import parse as bp
 
     for res in bp.parse_log((FIX / fixture).read_text()):
         if res.test is None:
@@ -401,7 +401,7 @@ def test_gate_ratio_outside_0_to_1_is_a_usage_error(value: str, capsys: pytest.C
 
 @pytest.mark.parametrize(("value", "ok"), [("-0.01", False), ("0", True), ("0.5", True), ("1", True), ("1.01", False)])
 def test_gate_ratio_range_is_the_one_of_bench_gate_ratio(value: str, ok: bool) -> None:
-    # deepep_a4/config: benchGateRatio "must be a fraction between 0 and 1" (0 <= ratio <= 1).
+    # components/config: benchGateRatio "must be a fraction between 0 and 1" (0 <= ratio <= 1).
     if ok:
         assert results.gate_ratio_arg(value) == float(value)
     else:
@@ -509,7 +509,7 @@ def runner_log(output: str, begin: dict[str, Any], end: dict[str, Any]) -> str:
     """A test's real output between the markers the runner writes (bench_env.log), as in its pod log."""
     import io
 
-    from deepep_a4.node.bench.bench_env import log
+    from scripts.bench.bench_env import log
 
     out = io.StringIO()
     log(out, "begin", begin)
@@ -655,7 +655,7 @@ def test_what_ran_is_in_the_report_and_unknown_where_nothing_said() -> None:
 def test_the_kubernetes_source_takes_the_image_digest_from_the_pod_status() -> None:
     api = FakeCoreV1({"deepep-intranode-0-abcde": until_low_latency(H200_LOG)})
     pods = api.list_namespaced_pod("deepep-a4", "x").items
-    from deepep_a4.program import gke_objects
+    from components import gke_objects
 
     status = SimpleNamespace(name=gke_objects.BENCH_CONTAINER, image_id="docker.io/library/ubuntu@sha256:0123")
     pods[0].status.container_statuses = [status]

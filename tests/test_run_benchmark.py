@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deepep_a4.config import stackfile
+from deepep_a4 import stackfile
 from deepep_a4.tools import run_benchmark as rb
 
 OUTPUTS = {"resultsUrl": "gs://bucket/runs/r1", "benchNamespace": "deepep-a4"}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4 import config
-from deepep_a4.config import stackfile
+from components import config
+from deepep_a4 import stackfile
 from deepep_a4.tools import plan
 
 

@@ -18,17 +18,16 @@ from typing import Any, ClassVar
 import pytest
 from click.testing import CliRunner
 
-from deepep_a4 import config
+from components import config, installer
+from components import store as store_program
 from deepep_a4.cli import main as cli
-from deepep_a4.node import payload
-from deepep_a4.program import installer
-from deepep_a4.program import store as store_program
 from deepep_a4.tools import bringup, hwtest, plan_engine
 from deepep_a4.tools import store as store_tool
+from scripts import payload
 from tests.conftest import ROOT, one, plan
 from tests.test_installer import Machine, cfg_of, install
 
-STORE_SH = ROOT / "deepep_a4/node/install/store.sh"
+STORE_SH = ROOT / "scripts/install/store.sh"
 HW = ROOT / "tests/fixtures/install/hw"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 STACK_STORE = "gs://deepep-a4-demo-artifacts/deepep-a4"  # what both example stacks name
@@ -330,7 +329,7 @@ def test_the_store_bucket_outlives_stacks_and_cleans_up_after_itself() -> None:
     assert rules == {("team/deepep/artifacts/", "team/deepep/sources/"): 90, ("team/deepep/locks/",): 1}
     assert result.outputs["artifactStore"] == "gs://my-proj-123-artifacts/team/deepep"
     # protect=True: `pulumi destroy` of the store stack refuses until the protection is lifted on purpose.
-    assert "protect=True" in (ROOT / "deepep_a4/program/store.py").read_text()
+    assert "protect=True" in (ROOT / "components/store.py").read_text()
 
 
 def test_the_hardware_test_ships_no_phase_that_changes_the_machine(tmp_path: Path) -> None:
@@ -405,7 +404,7 @@ cat "$R/nvshmem/who"
 def test_deepep_ran_through_the_environment_the_hardware_test_installed() -> None:
     """2 x H200: NVSHMEM 3.5.1 from source and DeepEP 29d31c0 built by the installer, tests run through its
     env file (logs as recorded); the parser the benchmarks use reads them as passed, with their figures."""
-    from deepep_a4.node.bench import parse as bench_parse
+    from scripts.bench import parse as bench_parse
 
     expect = bench_parse.Expect(2, 1)
     [intra] = bench_parse.parse_log((HW / "h200x2_test_intranode.log").read_text(), "intranode", expect)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deepep_a4 import config
+from components import config
 from deepep_a4.tools import cost, plan_engine
 from deepep_a4.tools import plan as plan_script
 from tests.conftest import of_type, plan, stack_config

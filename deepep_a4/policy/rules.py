@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepep_a4 import provisioning
+from components.config import provisioning
 
-# The namespace of the installer DaemonSet (deepep_a4.node.names.NAMESPACE; a test keeps them equal).
+# The namespace of the installer DaemonSet (scripts.names.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
 INSTALLER_NAMESPACE = "deepep-a4"
 A4_PREFIX = "a4-"

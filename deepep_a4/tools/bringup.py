@@ -3,7 +3,7 @@
     .venv/bin/deepep-a4 bringup tests/fixtures/install/hw/hwtest-3.5.1-cold.status.json \\
                                 tests/fixtures/install/hw/hwtest-3.5.1-warm.status.json
 
-Both files are the installer's `R/state/status.json` (node/install/run.sh writes the seconds and a note per
+Both files are the installer's `R/state/status.json` (scripts/install/run.sh writes the seconds and a note per
 phase; the store's note says whether the phase's artifact was built or restored). Phases a run left out
 (the hardware test) are listed with their reason and, for a full A4 install, the estimate we have and its
 source: those phases cannot run on a machine that is not an A4.

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepep_a4 import provisioning
-from deepep_a4.config import StackConfig
-from deepep_a4.node.names import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
-from deepep_a4.program.deadline import deadline_after, parse_time
+from components.config import StackConfig, provisioning
+from components.deadline import deadline_after, parse_time
+from scripts.names import SYSTEM_MACHINE_TYPE, SYSTEM_NODE_COUNT
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.yaml"
 UNKNOWN = "unknown"
@@ -25,7 +24,7 @@ MODEL_COLUMN = {m.name: m.price_column for m in provisioning.MODELS.values()}
 # A4's bundled local SSD: 32 disks of 375 GiB (12,000 GiB), the disks GKE's localSsdCount uses.
 A4_LOCAL_SSDS = 32
 A4_LOCAL_SSD_GIB = A4_LOCAL_SSDS * 375
-# The disks the program creates (program/gce.py and gke_nodepool.py; tests/test_cost.py checks them in the plan).
+# The disks the program creates (components/gce.py and gke_nodepool.py; tests/test_cost.py checks them in the plan).
 A4_BOOT_DISK_TYPE = "hyperdisk-balanced"
 SYSTEM_BOOT_DISK_TYPE = "pd-balanced"
 SYSTEM_BOOT_DISK_GB = 50
@@ -262,7 +261,7 @@ BILL_CAP_SOURCES = {
 
 @dataclass(frozen=True)
 class BillCap:
-    """When the cloud deletes the stack's A4 capacity by itself, and how (program/deadline.py)."""
+    """When the cloud deletes the stack's A4 capacity by itself, and how (components/deadline.py)."""
 
     ttl_seconds: int | None
     platform: str

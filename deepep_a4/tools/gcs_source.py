@@ -4,7 +4,7 @@
 
 Copies the prefix with the user's `gcloud storage cp -r` (no client library to install) into a
 temporary folder and reads it like a folder of saved results. Layout written by the VMs
-(deepep_a4/node/gce/bench_stage.py): runs/RUN_ID/node-R/TEST/{TEST.log, TEST.json, nccl.*, summary.json}.
+(scripts/gce/bench_stage.py): runs/RUN_ID/node-R/TEST/{TEST.log, TEST.json, nccl.*, summary.json}.
 """
 
 from __future__ import annotations

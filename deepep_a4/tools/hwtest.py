@@ -21,9 +21,9 @@ from pathlib import Path
 
 import click
 
-from deepep_a4 import upstream
-from deepep_a4.node import payload
-from deepep_a4.program import installer
+from components import installer
+from components.config import upstream
+from scripts import payload
 
 # The stack whose options the profile starts from; the profile then replaces what the machine decides.
 BASE_STACK = "gce-b200"

@@ -23,9 +23,8 @@ from typing import Any
 import click
 import pulumi
 
-from deepep_a4 import config
-from deepep_a4.config import stackfile
-from deepep_a4.program import gke_gib, installer
+from components import config, gke_gib, installer
+from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).

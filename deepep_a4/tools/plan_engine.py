@@ -17,10 +17,9 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
-from deepep_a4 import config
-from deepep_a4.config import stackfile
+from components import artifacts, config
+from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
-from deepep_a4.program import artifacts
 
 ROOT = project_root()
 

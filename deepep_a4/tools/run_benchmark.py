@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from deepep_a4 import config
-from deepep_a4.config import stackfile
+from components import config
+from components.deadline import parse_time
+from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
-from deepep_a4.program.deadline import parse_time
 from deepep_a4.tools import (
     cost,
 )
@@ -245,7 +245,7 @@ def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.dat
 
     A platform switch in one stack would create the new machines before Pulumi deletes the old ones: twice
     the A4 capacity, billed, and often not available. After the stack's deadline the program refuses `up`
-    (program/deadline.py); saying so here saves the wait for the preview."""
+    (components/deadline.py); saying so here saves the wait for the preview."""
     outputs = stack.outputs() if hasattr(stack, "outputs") else {}
     deployed = outputs.get("platform")
     destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy -s {name}`) first"

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepep_a4 import config
-from deepep_a4.node import names
+from components import config
 from deepep_a4.paths import project_root
+from scripts import names
 
 ROOT = project_root()
 # GCE status.json states (the VM's benchmark stage): a VM writes one only once its install finished.
@@ -162,7 +162,7 @@ class GkeProbe:
         return self._apis
 
     def installed(self, outputs: dict[str, Any]) -> Progress:
-        from deepep_a4.node.names import INSTALLER_NAME, NAMESPACE
+        from scripts.names import INSTALLER_NAME, NAMESPACE
 
         apps, _ = self._kube(outputs)
         ds = apps.read_namespaced_daemon_set(INSTALLER_NAME, outputs.get("benchNamespace") or NAMESPACE)
@@ -171,7 +171,7 @@ class GkeProbe:
         return Progress(ready, self.cfg.node_count, [], f"{scheduled} scheduled")
 
     def benchmarks(self, outputs: dict[str, Any]) -> Progress:
-        from deepep_a4.node.names import NAMESPACE
+        from scripts.names import NAMESPACE
 
         _, batch = self._kube(outputs)
         jobs = dict(outputs.get("benchJobs") or {})
@@ -184,7 +184,7 @@ class GkeProbe:
         return Progress(done, len(jobs), failed)
 
     def collect(self, outputs: dict[str, Any], out: Path) -> int:
-        from deepep_a4.node.names import NAMESPACE
+        from scripts.names import NAMESPACE
 
         ns = outputs.get("benchNamespace") or NAMESPACE
         self._kube(outputs)

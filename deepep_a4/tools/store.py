@@ -4,7 +4,7 @@
     .venv/bin/deepep-a4 store fill --stack gke-b200 --store DIR          ... or a local folder
     .venv/bin/deepep-a4 store fill --stack gke-b200 --from DIR           files named as below, no internet
 
-The names are the ones the installer asks the store for (node/install/lib.sh `fetch`, phases/09-deepep.sh):
+The names are the ones the installer asks the store for (scripts/install/lib.sh `fetch`, phases/09-deepep.sh):
 GDRCopy's and NVSHMEM's source archives, DeepEP at its pinned commit, PR #466's diff. A filled store lets
 nodes install with no internet beyond the store and the OS package mirrors (artifactStoreOnly).
 
@@ -25,9 +25,8 @@ from pathlib import Path
 
 import click
 
-from deepep_a4 import upstream
-from deepep_a4.config import StackConfig
-from deepep_a4.program import installer
+from components import installer
+from components.config import StackConfig, upstream
 
 SOURCES_DIR = "sources"
 DOWNLOAD_TIMEOUT_S = 600

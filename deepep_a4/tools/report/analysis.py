@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepep_a4.node.bench import parse as bp
 from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report.checks import Check, expected_checks, figure_checks, node_checks, run_checks
 from deepep_a4.tools.report.records import check_runner_doc, skip_text
 from deepep_a4.tools.report.sources import LogItem, warn
+from scripts.bench import parse as bp
 
 # -- analysis -------------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deepep_a4.node.bench import parse as bp
+from scripts.bench import parse as bp
 
 if TYPE_CHECKING:  # analysis imports this module
     from deepep_a4.tools.report.analysis import Row, Run

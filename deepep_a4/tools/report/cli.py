@@ -27,7 +27,7 @@ from deepep_a4.tools.report.writers import reasons_in_order, write_report
 
 
 def gate_ratio_arg(text: str) -> float:
-    """--gate-ratio: a fraction between 0 and 1, the range deepep_a4/config allows for benchGateRatio."""
+    """--gate-ratio: a fraction between 0 and 1, the range components/config allows for benchGateRatio."""
     try:
         ratio = float(text)
     except ValueError:
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             namespace = args.namespace or stack_output(args.stack, "benchNamespace")
             specs = [f"k8s:{namespace or ''}"]
     if args.namespace is None and any(s.startswith("k8s:") for s in specs):
-        from deepep_a4.node.names import NAMESPACE
+        from scripts.names import NAMESPACE
 
         args.namespace = NAMESPACE
     gate = DEFAULT_GATE_RATIO if gate is None else gate

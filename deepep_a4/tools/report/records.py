@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deepep_a4.node.bench import parse as bp
+from scripts.bench import parse as bp
 
 # -- runner JSON --------------------------------------------------------------------------------------
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from deepep_a4.config import stackfile
+from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.tools.report.records import check_runner_doc, skip_text
 
 ROOT = project_root()
 
-DEFAULT_GATE_RATIO = 0.5  # deepep_a4/config's default of benchGateRatio (a test keeps them equal)
+DEFAULT_GATE_RATIO = 0.5  # components/config's default of benchGateRatio (a test keeps them equal)
 
 # -- sources ---------------------------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class KubernetesSource:
         core_v1: Any = None,
         kubeconfig_label: str | None = None,
     ):
-        from deepep_a4.node.names import BENCH_CONTAINER, BENCH_SELECTOR
+        from scripts.names import BENCH_CONTAINER, BENCH_SELECTOR
 
         self.namespace = namespace
         self.kubeconfig = kubeconfig
@@ -237,7 +237,7 @@ def stack_output(stack: str, name: str, secret: bool = False) -> str | None:
 
 
 def _stack_benchmarks(stack: str, what: str) -> Any:
-    from deepep_a4 import config
+    from components import config
 
     try:
         cfg = config.parse(stackfile.project_keys(stackfile.read(stack, ROOT)), stack)

@@ -7,11 +7,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from deepep_a4.node.bench import parse as bp
 from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report.analysis import Report, Row, Run
 from deepep_a4.tools.report.checks import FIELD_LABEL
 from deepep_a4.tools.report.plots import sweeps_of, write_plots
+from scripts.bench import parse as bp
 
 
 def _fmt(v: float | None, digits: int = 2) -> str:

@@ -1,0 +1,105 @@
+"""Compares two offline plans (`deepep-a4 plan --out A`, `--out B`) after normalising what may differ
+without any resource changing: the clock-dependent deadline, the repository paths that rendered files
+carry in comments ("Rendered by ...", shellcheck `source=`), and the content hashes derived from those
+files (heredoc delimiters, INSTALLER_HASH, checksum annotations). Everything else must be equal.
+
+    .venv/bin/python ci/plan_diff.py build/plan-before/gke-b200 build/plan/gke-b200
+
+Prints one unified diff per differing file and exits 1, or prints "same: N files" and exits 0.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Old repository paths -> today's (the layout moves of the project's history).
+# Old repository paths and module names -> today's (the layout moves of the project's history), in
+# comments and in the package-import fallback of the shipped Python files.
+PATH_MOVES = (
+    (re.compile(r"deepep_a4/config/(stackfile|schema)\.py"), r"deepep_a4/\1.py"),
+    (re.compile(r"deepep_a4/(upstream|provisioning)\.py"), r"components/config/\1.py"),
+    (re.compile(r"deepep_a4/config/"), "components/config/"),
+    (re.compile(r"(deepep_a4/)?\bprogram/"), "components/"),
+    (re.compile(r"(deepep_a4/)?\bnode/(?=install|bench|gce|gke|names|payload)"), "scripts/"),
+    (re.compile(r"deepep_a4\.node\."), "scripts."),
+    (re.compile(r"from deepep_a4\.node import"), "from scripts import"),
+)
+MASKS = (
+    (re.compile(r"(EOF_)[0-9A-F]{12}"), r"\1<hash>"),
+    (re.compile(r"(INSTALLER_HASH=)[0-9a-f]{16}"), r"\1<hash>"),
+    (re.compile(r"\b[0-9a-f]{64}\b"), "<sha256>"),
+    (re.compile(r"\b[0-9a-f]{16}\b"), "<hash16>"),
+    # The deadline: "now + ttl" at plan time, in RFC 3339 or as a cron schedule.
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z| UTC)"), "<time>"),
+    (re.compile(r"\b\d{1,2} \d{1,2} \d{1,2} \d{1,2} \*"), "<cron>"),
+)
+
+
+def normalise(text: str) -> str:
+    for pattern, repl in (*PATH_MOVES, *MASKS):
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _walk(value: Any) -> Any:
+    """Strings normalised (a multi-line one as its lines, so a diff shows the line); lists of resources
+    sorted, since the mock engine registers them in no fixed order."""
+    if isinstance(value, str):
+        text = normalise(value)
+        return text.splitlines() if "\n" in text else text
+    if isinstance(value, dict):
+        return {_walk(k): _walk(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [_walk(v) for v in value]
+        if all(isinstance(v, dict) and {"type", "name"} <= v.keys() for v in items):
+            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+        return items
+    return value
+
+
+def canonical(path: Path) -> str:
+    """The file as text to compare: YAML and JSON parsed and dumped again with every string normalised
+    (YAML folds long strings wherever their length puts the break), other files normalised as text."""
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        docs = [_walk(d) for d in yaml.safe_load_all(text)]
+        return "".join(json.dumps(d, indent=1, sort_keys=True) + "\n" for d in docs)
+    if path.suffix == ".json":
+        return json.dumps(_walk(json.loads(text)), indent=1, sort_keys=True) + "\n"
+    return normalise(text)
+
+
+def files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): canonical(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print((__doc__ or "").strip(), file=sys.stderr)
+        return 2
+    a, b = files(Path(argv[0])), files(Path(argv[1]))
+    differ = 0
+    for rel in sorted(set(a) | set(b)):
+        left, right = a.get(rel, ""), b.get(rel, "")
+        if rel not in a or rel not in b:
+            print(f"only in {'B' if rel not in a else 'A'}: {rel}")
+            differ += 1
+        elif left != right:
+            differ += 1
+            print("".join(difflib.unified_diff(left.splitlines(True), right.splitlines(True), rel, rel, n=1)), end="")
+    if differ:
+        print(f"differ: {differ} of {len(set(a) | set(b))} files")
+        return 1
+    print(f"same: {len(a)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,289 @@
+"""Every key of the `deepep-a4` namespace: name, type, default, allowed values, description.
+
+This table is the one declaration of the stack config: parsing (parse.py), the Pulumi.yaml schema and
+docs/settings.md (schema.py) all come from it, and tests keep the generated files equal to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import provisioning, upstream
+
+PROJECT_NAME = "deepep-a4"
+# The Google Cloud project ID the stack files ship with: valid, but nobody's. The plan warns about it.
+PLACEHOLDER_PROJECT = "deepep-a4-demo"
+
+PLATFORMS = ("gke", "gce")
+PROVISIONING_MODELS = provisioning.NAMES
+PLACEMENTS = ("compact", "none")
+NVSHMEM_SOURCES = ("pip", "source")
+NIC_HANDLERS = ("gpu", "cpu")
+HCA_PREFIXES = ("mlx5", "rocep")
+TERMINATION_ACTIONS = ("DELETE", "STOP")
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "UNSPECIFIED")
+GKE_GPU_DRIVERS = ("installer", "DEFAULT", "LATEST")
+POD_NETWORKING = ("hostNetwork", "multiNetwork")
+BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
+
+# Google documents at most 150 VMs per compact placement policy.
+COMPACT_PLACEMENT_MAX_NODES = 150
+# The oldest GKE version that runs A4 (a4-highgpu-8g) nodes: a pinned gkeVersion and the version
+# chosen from the channel at deploy are never below it.
+GKE_MIN_VERSION = "1.32.4-gke.1236000"
+# Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
+IAP_SOURCE_RANGE = "35.235.240.0/20"
+RDMA_NICS_PER_NODE = 8
+# GCE boot images: a family (its newest image when the stack is first deployed, then kept) or one
+# image by name. Plain Ubuntu 24.04 is what field report R1 ran (driver and DOCA-OFED from the installer).
+# Google's accelerator images ship the NVIDIA driver and the inbox RDMA stack; the family below is the x86
+# 580 one, named like those in GoogleCloudPlatform/cluster-toolkit (examples/machine-learning/
+# a4-highgpu-8g/a4high-slurm-blueprint.yaml builds on ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522).
+IMAGE_REF_PATTERN = (
+    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
+    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))$"
+)
+PLAIN_UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
+ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+ACCELERATOR_IMAGE = (
+    f"projects/{ACCELERATOR_IMAGE_PROJECT}/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
+)
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """What a machine type implies for the rest of the stack."""
+
+    accelerator: str
+    gpus: int
+    rdma_nics: int
+    torch_cuda_arch: str  # TORCH_CUDA_ARCH_LIST for DeepEP
+    cuda_arch: str  # CMAKE_CUDA_ARCHITECTURES for NVSHMEM
+    min_cuda: tuple[int, int]
+
+
+MACHINE_SHAPES: dict[str, MachineShape] = {
+    # B200 is sm_100: CUDA 12.8 is the first toolkit that can compile for it.
+    "a4-highgpu-8g": MachineShape("nvidia-b200", 8, 8, "10.0", "100", (12, 8)),
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key of the project namespace."""
+
+    name: str
+    kind: type  # str, int, bool or list
+    default: Any
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+KEYS: tuple[Key, ...] = (
+    # -- where and what --------------------------------------------------------------------------
+    Key("platform", str, "gke", "Where the A4 machines run: a GKE node pool or plain GCE VMs.", PLATFORMS),
+    Key("project", str, "", "Google Cloud project ID that receives every resource (required)."),
+    Key("region", str, "asia-southeast1", "Region of the subnets, router and cluster."),
+    Key("zone", str, "asia-southeast1-b", "Zone of the A4 machines and of the RoCE network profile."),
+    Key("namePrefix", str, "", "Prefix of every cloud resource name; empty means deepep-<stack>."),
+    Key("machineType", str, "a4-highgpu-8g", "Machine type of the GPU nodes.", tuple(MACHINE_SHAPES)),
+    Key("nodeCount", int, 2, "Number of A4 machines (8 B200 GPUs each)."),
+    Key("provisioning", str, "spot", "How capacity is obtained.", PROVISIONING_MODELS),
+    Key("reservationName", str, "", "Reservation to consume; required with provisioning=reservation."),
+    Key("placement", str, "compact", "Compact placement keeps nodes close (at most 150 nodes).", PLACEMENTS),
+    Key(
+        "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
+    ),
+    Key(
+        "bootDiskGb",
+        int,
+        200,
+        "Boot disk size in GB (hyperdisk-balanced): the installer writes at most about 60 GB (CUDA, driver, DOCA-OFED, "
+        "the PyTorch venv and pip's cache, builds; docs/conformance.md), 200 is Google's A4 VM default.",
+    ),
+    Key("localSsdCount", int, 32, "Local SSDs per node used as ephemeral storage (GKE)."),
+    # -- network ---------------------------------------------------------------------------------
+    Key("hostCidr", str, "10.0.0.0/20", "Primary range of the host subnet (nic0)."),
+    Key("podsCidr", str, "10.4.0.0/14", "Secondary range for GKE pods on the host subnet."),
+    Key("servicesCidr", str, "10.8.0.0/20", "Secondary range for GKE services on the host subnet."),
+    Key("gvnicCidr", str, "10.1.0.0/20", "Range of the second gVNIC subnet (nic1)."),
+    Key("rdmaCidr", str, "192.168.0.0/16", "Range split into eight equal RDMA subnets (nic2-nic9)."),
+    Key("masterCidr", str, "172.16.0.0/28", "GKE control plane range (a /28)."),
+    Key("sshViaIap", bool, True, "Allow SSH to nodes from Google's IAP range only."),
+    # -- versions of the stack the installer puts on every node ------------------------------------
+    Key("docaOfedVersion", str, "3.2.1", "DOCA-OFED version (turns rocep* HCAs into mlx5_*)."),
+    Key(
+        "nvidiaDriverVersion",
+        str,
+        "580.126.09",
+        "NVIDIA open driver: a build (580.126.09) pins it; a branch (580) takes the branch's newest build at install.",
+    ),
+    Key("cudaVersion", str, "12.9", "CUDA toolkit version (B200 needs 12.8 or newer)."),
+    Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version."),
+    Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag)."),
+    Key(
+        "nvshmemSource",
+        str,
+        "source",
+        "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: troubleshooting T12).",
+        NVSHMEM_SOURCES,
+    ),
+    Key("torchVersion", str, "2.10.0+cu129", "PyTorch version with its CUDA variant."),
+    Key(
+        "deepepRef",
+        str,
+        upstream.DEEPEP_NVSHMEM35_FIXES,
+        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the field reports ran).",
+    ),
+    Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
+    # -- installer and NVSHMEM runtime -------------------------------------------------------------
+    Key(
+        "useDocaOfed",
+        bool,
+        True,
+        "Install NVIDIA DOCA-OFED (mlx5_* HCA names, its own rdma-core) as field report R1 did on plain Ubuntu; "
+        "false keeps the inbox RDMA stack (rocep*) that Google's A4 images and blueprints use, with hcaPrefix=rocep "
+        "(the documented choice on the accelerator gceImage).",
+    ),
+    Key("gdrcopyKernelModule", bool, False, "Build and load the gdrdrv kernel module (needed by nicHandler=cpu)."),
+    Key("allowReboot", bool, True, "Let the installer reboot a node once (DOCA-OFED, PeerMappingOverride)."),
+    Key(
+        "artifactStore",
+        str,
+        "",
+        "gs://BUCKET/PREFIX of the artifact store (docs/store.md): sources and prebuilt GDRCopy, NVSHMEM, DeepEP; "
+        "empty builds on every node.",
+    ),
+    Key("artifactStorePublish", bool, True, "Nodes publish what they build or download to the store (write-once)."),
+    Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
+    Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
+    Key(
+        "hcaPrefix",
+        str,
+        "mlx5",
+        "NVSHMEM_HCA_PREFIX: mlx5 with DOCA-OFED, rocep with the inbox stack (NVSHMEM 3.4.5 or newer reads it).",
+        HCA_PREFIXES,
+    ),
+    Key("gidIndex", int, 3, "NVSHMEM_IB_GID_INDEX (3 is RoCE v2 on GCP)."),
+    Key(
+        "nvshmemTrafficClass",
+        int,
+        52,
+        "NVSHMEM_IB_TRAFFIC_CLASS, 0-255 (on RoCE NVSHMEM sets the IP traffic class to it and DSCP to it >> 2): "
+        "52 (DSCP 13) is the class Google's A4 settings give NCCL's RDMA data (NCCL_IB_TC=52); 0 is NVSHMEM's "
+        "default, what the field reports ran.",
+    ),
+    Key(
+        "ncclGib",
+        bool,
+        True,
+        "Install Google's gIB NCCL plugin (GKE: the NCCL RDMA installer DaemonSet; GCE: the nccl-gib apt package) "
+        "and run NCCL with Google's A4 settings; false leaves NCCL its built-in IB transport. Google pairs gIB 1.1 "
+        "with NCCL 2.27, which PyTorch 2.10 brings; results record the pairing that ran.",
+    ),
+    # -- GKE ---------------------------------------------------------------------------------------
+    Key(
+        "gkeVersion",
+        str,
+        "",
+        f"Pinned GKE version (at least {GKE_MIN_VERSION}); empty takes the channel's default at the first deploy "
+        "and keeps it.",
+    ),
+    Key(
+        "gkeReleaseChannel",
+        str,
+        "REGULAR",
+        "GKE release channel; with one, node upgrades wait for the minor's end of support (maintenance exclusion).",
+        RELEASE_CHANNELS,
+    ),
+    Key(
+        "gkeDnsEndpoint",
+        bool,
+        True,
+        "Reach the control plane through GKE's DNS-based endpoint, authorized by IAM (pulumi and kubectl use it).",
+    ),
+    Key(
+        "gkePublicEndpoint",
+        bool,
+        False,
+        "Also open the control plane's public IP endpoint (needs gkeAuthorizedNetworks); off: private IP only.",
+    ),
+    Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public IP endpoint."),
+    Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
+    Key(
+        "gkeGpuDriver",
+        str,
+        "installer",
+        "Who installs the GPU driver; GKE's own (DEFAULT, LATEST) is refused: PeerMappingOverride cannot apply to it.",
+        GKE_GPU_DRIVERS,
+    ),
+    Key(
+        "podNetworking",
+        str,
+        "hostNetwork",
+        "How benchmark pods reach the RDMA NICs: hostNetwork (privileged pods on the node's network, as Google's "
+        "A4 recipes and field report R2 ran) or multiNetwork (unproven on Ubuntu with DOCA-OFED: every Google "
+        "multi-network A4 example runs on COS).",
+        POD_NETWORKING,
+    ),
+    Key(
+        "containerImage",
+        str,
+        "ubuntu:24.04",
+        "Image of the installer and benchmark containers (bash and coreutils; the stack comes from the host). "
+        "Pin it as name@sha256:<digest>.",
+    ),
+    # -- GCE ---------------------------------------------------------------------------------------
+    Key(
+        "gceImage",
+        str,
+        PLAIN_UBUNTU_IMAGE,
+        "Boot image of the VMs: projects/P/global/images/family/F (the family's newest image at the first deploy, "
+        "then kept) or projects/P/global/images/NAME. Default: plain Ubuntu 24.04, the field reports' image; "
+        f"{ACCELERATOR_IMAGE} ships the NVIDIA driver (not yet run on hardware here).",
+    ),
+    Key(
+        "terminationAction",
+        str,
+        "DELETE",
+        "What happens to a VM at spot preemption or at its TTL.",
+        TERMINATION_ACTIONS,
+    ),
+    # -- benchmarks --------------------------------------------------------------------------------
+    Key("benchmarks", list, ["intranode", "low-latency", "internode"], "DeepEP tests to run after install."),
+    Key("benchHidden", int, 7168, "Hidden size for every test."),
+    Key("benchTopk", int, 8, "Top-k for every test."),
+    Key("benchProcesses", int, 8, "GPUs (processes) per node for every test."),
+    Key("intranodeTokens", int, 4096, "Tokens of test_intranode.py."),
+    Key("intranodeExperts", int, 256, "Experts of test_intranode.py."),
+    Key("lowLatencyTokens", int, 128, "Tokens of test_low_latency.py."),
+    Key("lowLatencyExperts", int, 288, "Experts of test_low_latency.py."),
+    Key("internodeTokens", int, 4096, "Tokens of test_internode.py."),
+    Key("internodeExperts", int, 256, "Experts of test_internode.py."),
+    Key("benchTimeoutMinutes", int, 30, "Timeout of one benchmark test."),
+    Key("benchRepeats", int, 1, "Starts of each DeepEP test in a row (1-10); from 3 the report gives min/median/max."),
+    Key("benchGateRatio", str, "0.5", "A result below this fraction of the B200 baseline fails the report."),
+)
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the stack config: which key, what value, what is allowed."""
+
+    key: str
+    value: Any
+    allowed: str
+
+    def __str__(self) -> str:
+        return f"{PROJECT_NAME}:{self.key} = {self.value!r}: {self.allowed}"
+
+
+class ConfigError(Exception):
+    """Raised with every problem of a stack config at once."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("invalid stack config:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -1,0 +1,184 @@
+"""The validated stack config: flat keys grouped into frozen dataclasses the components read."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from components.config.keys import ACCELERATOR_IMAGE_PROJECT, IMAGE_REF_PATTERN, MACHINE_SHAPES, MachineShape
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    host_cidr: str
+    pods_cidr: str
+    services_cidr: str
+    gvnic_cidr: str
+    rdma_cidr: str
+    master_cidr: str
+    ssh_via_iap: bool
+
+    @property
+    def rdma_subnet_cidrs(self) -> tuple[str, ...]:
+        """The RDMA range split into one equal subnet per RDMA NIC, in NIC order."""
+        net = ipaddress.ip_network(self.rdma_cidr)
+        return tuple(str(s) for s in net.subnets(prefixlen_diff=3))
+
+
+@dataclass(frozen=True)
+class Versions:
+    doca_ofed: str
+    nvidia_driver: str
+    cuda: str
+    gdrcopy: str
+    nvshmem: str
+    nvshmem_source: str
+    torch: str
+    deepep_ref: str
+    deepep_pr466: bool
+
+    @property
+    def torch_cuda_variant(self) -> str:
+        """The wheel index variant of PyTorch, e.g. cu129 for 2.10.0+cu129."""
+        return self.torch.partition("+")[2]
+
+
+@dataclass(frozen=True)
+class NvshmemRuntime:
+    nic_handler: str
+    hca_prefix: str
+    gid_index: int
+    traffic_class: int  # NVSHMEM_IB_TRAFFIC_CLASS (RoCE: the IP traffic class, DSCP = value >> 2)
+
+
+@dataclass(frozen=True)
+class InstallerOptions:
+    use_doca_ofed: bool
+    gdrcopy_kernel_module: bool
+    allow_reboot: bool
+    store_url: str
+    store_publish: bool
+    store_only: bool
+    nccl_gib: bool  # Google's gIB NCCL plugin: the GKE DaemonSet or the GCE apt package, and its NCCL settings
+
+
+@dataclass(frozen=True)
+class GkeOptions:
+    version: str
+    release_channel: str
+    dns_endpoint: bool
+    public_endpoint: bool
+    authorized_networks: tuple[str, ...]
+    deletion_protection: bool
+    gpu_driver: str
+    pod_networking: str
+    container_image: str
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A GCE boot image reference: an image family (resolved at deploy) or one image by name."""
+
+    project: str
+    family: str  # "" when the reference names one image
+    name: str  # "" when the reference names a family
+
+    @property
+    def driver_branch(self) -> str:
+        """The NVIDIA driver branch an accelerator image ships (`...-with-nvidia-580...` -> "580"), else ""."""
+        if self.project != ACCELERATOR_IMAGE_PROJECT:
+            return ""
+        m = re.search(r"-with-nvidia-(\d+)(?:-|$)", self.family or self.name)
+        return m[1] if m else ""
+
+
+def parse_image_ref(text: str) -> ImageRef | None:
+    """`projects/P/global/images/family/F` or `projects/P/global/images/NAME` as an ImageRef, else None."""
+    m = re.match(IMAGE_REF_PATTERN, text)
+    return ImageRef(m["project"], m["family"] or "", m["name"] or "") if m else None
+
+
+@dataclass(frozen=True)
+class GceOptions:
+    image: str
+    termination_action: str
+
+    @property
+    def image_ref(self) -> ImageRef:
+        """`gceImage` split into project and family or name (config validation guarantees the form)."""
+        ref = parse_image_ref(self.image)
+        if ref is None:
+            raise ValueError(f"gceImage {self.image!r} is not projects/P/global/images/[family/]NAME")
+        return ref
+
+    @property
+    def image_ships_driver(self) -> bool:
+        """Google's accelerator images come with the NVIDIA driver (and the inbox RDMA stack, no DOCA-OFED)."""
+        return self.image_ref.project == ACCELERATOR_IMAGE_PROJECT
+
+
+@dataclass(frozen=True)
+class BenchCase:
+    tokens: int
+    experts: int
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    tests: tuple[str, ...]
+    hidden: int
+    topk: int
+    processes: int
+    intranode: BenchCase
+    low_latency: BenchCase
+    internode: BenchCase
+    timeout_minutes: int
+    gate_ratio: float
+    repeats: int = 1  # starts of each test (the runner's BENCH_REPEATS)
+
+    @property
+    def test_budget_seconds(self) -> int:
+        """How long one test may take in all: every start under its own timeout."""
+        return self.timeout_minutes * 60 * self.repeats
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    stack: str
+    platform: str
+    project: str
+    region: str
+    zone: str
+    name_prefix: str
+    machine_type: str
+    node_count: int
+    provisioning: str
+    reservation_name: str
+    placement: str
+    ttl_seconds: int | None
+    boot_disk_gb: int
+    local_ssd_count: int
+    network: NetworkConfig
+    versions: Versions
+    nvshmem: NvshmemRuntime
+    installer: InstallerOptions
+    gke: GkeOptions
+    gce: GceOptions
+    benchmarks: BenchmarkOptions
+
+    @property
+    def shape(self) -> MachineShape:
+        return MACHINE_SHAPES[self.machine_type]
+
+    @property
+    def is_spot(self) -> bool:
+        return self.provisioning == "spot"
+
+    def name(self, suffix: str) -> str:
+        """A cloud resource name derived from the stack, so two stacks can share a project."""
+        return f"{self.name_prefix}-{suffix}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"deepep-a4-stack": self.stack, "managed-by": "pulumi"}

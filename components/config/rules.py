@@ -1,0 +1,303 @@
+"""Rules across keys: identity, capacity, network, runtime, store, benchmarks, GCE; versions in rules_versions.
+
+Each check appends a Problem for every rule a value breaks, so the user sees all of them at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from components.config import provisioning, upstream
+from components.config.keys import (
+    ACCELERATOR_IMAGE_PROJECT,
+    BENCHMARK_TESTS,
+    COMPACT_PLACEMENT_MAX_NODES,
+    MACHINE_SHAPES,
+    Problem,
+)
+from components.config.model import parse_image_ref
+from components.config.rules_versions import HCA_PREFIX_SINCE, VERSION_RE
+
+BENCH_MAX_REPEATS = 10
+
+_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
+_GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
+_IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+# GCE's max_run_duration accepts at most 120 days.
+# The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
+GCE_FIRST_HOST_OFFSET = 10
+_TTL_MAX_SECONDS = 120 * 24 * 3600
+
+
+def parse_ttl(text: str) -> int | None:
+    """'8h' -> 28800; 'off' -> None; raises ValueError on anything else."""
+    if text.strip().lower() in ("off", "none", "0"):
+        return None
+    m = _TTL_RE.match(text.strip())
+    if not text.strip() or not m or not any(m.groups()):
+        raise ValueError(text)
+    d, h, mi, s = (int(g or 0) for g in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
+    if not _PROJECT_RE.match(v["project"]):
+        problems.append(Problem("project", v["project"], "must be a Google Cloud project ID (6-30 chars: a-z, 0-9, -)"))
+    if not re.match(r"^[a-z]+-[a-z]+\d+$", v["region"]):
+        problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
+    elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
+        problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
+    if not _IMAGE_RE.match(v["containerImage"]):
+        problems.append(
+            Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
+        )
+    if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
+        problems.append(
+            Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
+        )
+
+
+def check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
+    n = v["nodeCount"]
+    if n < 1:
+        problems.append(Problem("nodeCount", n, "must be at least 1"))
+    if v["placement"] == "compact" and n > COMPACT_PLACEMENT_MAX_NODES:
+        problems.append(
+            Problem(
+                "nodeCount",
+                n,
+                f"compact placement allows at most {COMPACT_PLACEMENT_MAX_NODES} nodes; use fewer or placement=none",
+            )
+        )
+    prov, res = v["provisioning"], v["reservationName"]
+    if prov == "reservation" and not _GCP_NAME_RE.match(res):
+        problems.append(Problem("reservationName", res, "provisioning=reservation needs the name of a reservation"))
+    if prov != "reservation" and res:
+        problems.append(Problem("reservationName", res, f"only used with provisioning=reservation, not {prov}"))
+    try:
+        ttl = parse_ttl(v["ttl"])
+    except ValueError:
+        problems.append(Problem("ttl", v["ttl"], "must be a duration such as 8h, 90m, 1d12h, or 'off'"))
+    else:
+        model = provisioning.MODELS.get(prov)
+        max_ttl = model.max_ttl_seconds if model else None
+        if ttl is None and model is not None and model.needs_ttl:
+            problems.append(Problem("ttl", v["ttl"], f"{prov} capacity needs a bill cap: set a duration such as 8h"))
+        elif ttl is not None and not 600 <= ttl <= _TTL_MAX_SECONDS:
+            problems.append(Problem("ttl", v["ttl"], "must be between 10m and 120d"))
+        elif ttl is not None and max_ttl is not None and ttl > max_ttl:
+            days = max_ttl // 86400
+            problems.append(Problem("ttl", v["ttl"], f"{prov} capacity runs at most {days}d: set {days}d or less"))
+    forced = provisioning.MODELS[prov].termination_action if prov in provisioning.MODELS else ""
+    if forced and v["terminationAction"] != forced:
+        problems.append(
+            Problem(
+                "terminationAction", v["terminationAction"], f"{prov} capacity always ends with {forced}: use {forced}"
+            )
+        )
+    if v["bootDiskGb"] < 100 or v["bootDiskGb"] > 65536:
+        problems.append(
+            Problem("bootDiskGb", v["bootDiskGb"], "must be 100-65536 (CUDA, NVSHMEM and DeepEP builds need room)")
+        )
+    if v["localSsdCount"] not in (0, 32):
+        problems.append(Problem("localSsdCount", v["localSsdCount"], "a4-highgpu-8g has 32 local SSDs: use 32 or 0"))
+
+
+def _parse_net(key: str, value: str, problems: list[Problem]) -> ipaddress.IPv4Network | None:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        problems.append(Problem(key, value, f"must be an IPv4 CIDR with no host bits set ({err})"))
+        return None
+    if not isinstance(net, ipaddress.IPv4Network) or not net.is_private:
+        problems.append(Problem(key, value, "must be a private IPv4 range (RFC 1918)"))
+        return None
+    return net
+
+
+def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
+    names = ("hostCidr", "podsCidr", "servicesCidr", "gvnicCidr", "rdmaCidr", "masterCidr")
+    nets = {k: _parse_net(k, v[k], problems) for k in names}
+    rdma = nets["rdmaCidr"]
+    if rdma is not None and rdma.prefixlen > 26:
+        problems.append(
+            Problem("rdmaCidr", v["rdmaCidr"], "must be /26 or larger: it is split into 8 subnets of at least /29")
+        )
+    host = nets["hostCidr"]
+    if host is not None and v["platform"] == "gce" and isinstance(v["nodeCount"], int):
+        # GCE VMs take fixed host addresses from GCE_FIRST_HOST_OFFSET on; GCE reserves two at the end.
+        room = max(host.num_addresses - GCE_FIRST_HOST_OFFSET - 2, 0)
+        if v["nodeCount"] > room:
+            problems.append(
+                Problem(
+                    "hostCidr",
+                    v["hostCidr"],
+                    f"has room for {room} VMs, nodeCount is {v['nodeCount']}: use a larger range",
+                )
+            )
+    master = nets["masterCidr"]
+    if master is not None and master.prefixlen != 28:
+        problems.append(Problem("masterCidr", v["masterCidr"], "GKE needs a /28 for the control plane"))
+    checked = [(k, n) for k, n in nets.items() if n is not None]
+    for i, (ka, a) in enumerate(checked):
+        for kb, b in checked[i + 1 :]:
+            if a.overlaps(b):
+                problems.append(Problem(kb, v[kb], f"overlaps {ka} ({v[ka]}); every range must be distinct"))
+    for cidr in v["gkeAuthorizedNetworks"]:
+        try:
+            ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
+        else:
+            if cidr.endswith("/0"):
+                problems.append(
+                    Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
+                )
+    if v["platform"] == "gke" and v["gkePublicEndpoint"] and not v["gkeAuthorizedNetworks"]:
+        # A public IP endpoint without authorized networks accepts connections from any address.
+        problems.append(
+            Problem(
+                "gkePublicEndpoint",
+                True,
+                "a public IP endpoint needs gkeAuthorizedNetworks (your CIDRs); or leave it off and use gkeDnsEndpoint",
+            )
+        )
+
+
+def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
+    if v["nicHandler"] == "cpu" and not v["gdrcopyKernelModule"]:
+        problems.append(
+            Problem(
+                "nicHandler",
+                "cpu",
+                "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu",
+            )
+        )
+    if v["hcaPrefix"] == "mlx5" and not v["useDocaOfed"]:
+        problems.append(
+            Problem(
+                "hcaPrefix", "mlx5", "mlx5_* HCA names come from DOCA-OFED: set useDocaOfed=true or hcaPrefix=rocep"
+            )
+        )
+    if v["hcaPrefix"] == "rocep" and v["useDocaOfed"]:
+        problems.append(
+            Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
+        )
+    nvshmem = v["nvshmemVersion"]
+    if v["hcaPrefix"] != "mlx5" and VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
+        problems.append(
+            Problem(
+                "hcaPrefix",
+                v["hcaPrefix"],
+                f"NVSHMEM reads NVSHMEM_HCA_PREFIX from 3.4.5 on, nvshmemVersion is {nvshmem}: use NVSHMEM 3.4.5 "
+                "or newer, or DOCA-OFED with hcaPrefix=mlx5",
+            )
+        )
+    if not 0 <= v["gidIndex"] <= 255:
+        problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
+    if not 0 <= v["nvshmemTrafficClass"] <= 255:
+        problems.append(
+            Problem("nvshmemTrafficClass", v["nvshmemTrafficClass"], "must be 0-255 (52 is Google's NCCL data class)")
+        )
+    if v["platform"] == "gke" and v["gkeGpuDriver"] != "installer":
+        # GKE's own driver installer loads the module with insmod: /etc/modprobe.d options never apply, so
+        # PeerMappingOverride (dma-buf registration, troubleshooting T09) could never be active.
+        problems.append(
+            Problem(
+                "gkeGpuDriver",
+                v["gkeGpuDriver"],
+                "GKE loads its driver with insmod, so PeerMappingOverride (troubleshooting T09) never applies: "
+                "use installer",
+            )
+        )
+
+
+_STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)*/?$")
+
+
+def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
+    url = v["artifactStore"]
+    if url and not _STORE_RE.match(url):
+        problems.append(
+            Problem("artifactStore", url, "must be gs://BUCKET or gs://BUCKET/PREFIX (letters, digits, . _ -) or empty")
+        )
+    if v["artifactStoreOnly"] and not url:
+        problems.append(Problem("artifactStoreOnly", True, "needs artifactStore: without a store nodes must download"))
+
+
+def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
+    for test in v["benchmarks"]:
+        if test not in BENCHMARK_TESTS:
+            problems.append(Problem("benchmarks", test, f"every entry must be one of: {', '.join(BENCHMARK_TESTS)}"))
+    if "internode" in v["benchmarks"] and v["nodeCount"] == 1:
+        problems.append(Problem("benchmarks", "internode", "the internode test needs nodeCount of 2 or more"))
+    shape = MACHINE_SHAPES.get(v["machineType"])
+    processes_ok = bool(shape) and 1 <= v["benchProcesses"] <= shape.gpus
+    if shape and not processes_ok:
+        problems.append(Problem("benchProcesses", v["benchProcesses"], f"must be 1-{shape.gpus} (GPUs per node)"))
+    for key in (
+        "benchHidden",
+        "benchTopk",
+        "intranodeTokens",
+        "intranodeExperts",
+        "lowLatencyTokens",
+        "lowLatencyExperts",
+        "internodeTokens",
+        "internodeExperts",
+        "benchTimeoutMinutes",
+    ):
+        if v[key] < 1:
+            problems.append(Problem(key, v[key], "must be at least 1"))
+    for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
+        if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
+            problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
+    # The runner's MAX_REPEATS (scripts/bench/settings.py, which config may not import); a test keeps them equal.
+    if not 1 <= v["benchRepeats"] <= BENCH_MAX_REPEATS:
+        problems.append(Problem("benchRepeats", v["benchRepeats"], f"must be 1 to {BENCH_MAX_REPEATS}"))
+    try:
+        ratio = float(v["benchGateRatio"])
+        if not 0 <= ratio <= 1:
+            raise ValueError
+    except ValueError:
+        problems.append(Problem("benchGateRatio", v["benchGateRatio"], "must be a fraction between 0 and 1, e.g. 0.5"))
+
+
+def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
+    """The VMs' boot image: its form, and the driver an accelerator image already ships."""
+    ref = parse_image_ref(v["gceImage"])
+    if ref is None:
+        problems.append(
+            Problem(
+                "gceImage",
+                v["gceImage"],
+                "must be projects/PROJECT/global/images/family/FAMILY (resolved at the first deploy, then kept) "
+                "or projects/PROJECT/global/images/IMAGE",
+            )
+        )
+        return
+    branch = ref.driver_branch
+    if v["platform"] == "gce" and ref.project == ACCELERATOR_IMAGE_PROJECT and not branch:
+        # The installer checks the image's driver against the branch in its name; without one it could not.
+        problems.append(
+            Problem(
+                "gceImage",
+                v["gceImage"],
+                f"an {ACCELERATOR_IMAGE_PROJECT} image must name its driver branch (...-with-nvidia-580...): the "
+                "installer checks the image's driver against it",
+            )
+        )
+    if v["platform"] == "gce" and branch and v["nvidiaDriverVersion"] != branch:
+        # The image's driver build moves with the family; a pinned build would make the installer replace it.
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                v["nvidiaDriverVersion"],
+                f"gceImage ships NVIDIA driver branch {branch}: set {branch} (the installer checks the image's "
+                "driver instead of installing one), or use a gceImage without a driver (plain Ubuntu)",
+            )
+        )

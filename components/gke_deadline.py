@@ -1,0 +1,104 @@
+"""PoolDeadline: at the stack's deadline (deadline.py) Cloud Scheduler deletes the A4 node pool.
+
+Why a deletion, and why from Cloud Scheduler: the A4 pool's `max_run_duration` deletes each node when its own
+clock ends, and the managed instance group then lowers its target size
+(https://cloud.google.com/compute/docs/instance-groups/limit-vm-runtime-in-migs). But every node that starts
+later gets a fresh clock: the group recreates a preempted spot node, the cluster autoscaler adds flex-start
+nodes for pending pods, a `pulumi up --refresh` resizes the pool back to nodeCount. Deleting the pool at a
+fixed time ends all three, and Cloud Scheduler does it whether or not the deployer's laptop is on.
+The call is GKE's nodePools.delete
+(https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters.nodePools/delete),
+made as a service account of its own that only Cloud Scheduler acts as. A `pulumi destroy` after the
+deadline finds the pool gone, which the provider's delete accepts (a 404 needs no clean-up:
+terraform-provider-google, google/services/container/resource_container_node_pool.go).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components import deadline
+from components.config import StackConfig
+
+# nodePools.delete needs container.clusters.update; GKE has no predefined role narrower than this one that
+# holds it. The account has no key: only Cloud Scheduler mints its tokens.
+DEADLINE_ROLE = "roles/container.clusterAdmin"
+GKE_API = "https://container.googleapis.com/v1"
+# Retried for an hour: a deletion GKE refuses while another operation runs on the cluster (an upgrade, a
+# repair) succeeds on a later attempt.
+RETRY = {"retry_count": 5, "min_backoff_duration": "120s", "max_backoff_duration": "900s"}
+
+
+def account_id(name_prefix: str) -> str:
+    """A 6-30 character account id derived from the stack's prefix."""
+    return f"{name_prefix[:21].rstrip('-')}-deadline"
+
+
+@dataclass(frozen=True)
+class PoolDeadlineArgs:
+    project: str
+    region: str
+    name_prefix: str
+    at: pulumi.Output[str]
+    cluster: gcp.container.Cluster
+    pool: gcp.container.NodePool
+
+    @staticmethod
+    def from_config(
+        cfg: StackConfig, at: pulumi.Output[str], cluster: gcp.container.Cluster, pool: gcp.container.NodePool
+    ) -> PoolDeadlineArgs:
+        return PoolDeadlineArgs(cfg.project, cfg.region, cfg.name_prefix, at, cluster, pool)
+
+
+class PoolDeadline(pulumi.ComponentResource):
+    """A Cloud Scheduler job that deletes the A4 node pool at the stack's deadline, and the account it runs as."""
+
+    account: gcp.serviceaccount.Account
+    grant: gcp.projects.IAMMember
+    job: gcp.cloudscheduler.Job
+
+    def __init__(self, name: str, args: PoolDeadlineArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:gke:PoolDeadline", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.account = gcp.serviceaccount.Account(
+            name,
+            account_id=account_id(args.name_prefix),
+            display_name=f"deepep-a4 deadline of {args.name_prefix}",
+            description="Cloud Scheduler deletes the stack's A4 node pool at its deadline as this account",
+            opts=child,
+        )
+        self.grant = gcp.projects.IAMMember(
+            f"{name}-cluster-admin", project=args.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
+        )
+        uri = pulumi.Output.format(
+            "{0}/projects/{1}/locations/{2}/clusters/{3}/nodePools/{4}",
+            GKE_API,
+            args.project,
+            args.cluster.location,
+            args.cluster.name,
+            args.pool.name,
+        )
+        self.job = gcp.cloudscheduler.Job(
+            name,
+            name=f"{args.name_prefix}-a4-deadline",
+            description=args.at.apply(lambda at: f"deletes the A4 node pool at the stack's deadline {at}"),
+            region=args.region,
+            schedule=args.at.apply(deadline.cron_at),
+            time_zone="Etc/UTC",
+            attempt_deadline="180s",
+            retry_config=gcp.cloudscheduler.JobRetryConfigArgs(**RETRY),
+            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+                http_method="DELETE",
+                uri=uri,
+                oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                    service_account_email=self.account.email,
+                    scope="https://www.googleapis.com/auth/cloud-platform",
+                ),
+            ),
+            # The role must be in place when the job first fires.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.grant]),
+        )
+        self.register_outputs({"deadline": args.at, "job": self.job.name})

@@ -1,0 +1,249 @@
+"""The installer DaemonSet: the rendered installer on every A4 node, Ready only where it finished.
+
+A privileged init container copies the installer (a ConfigMap) to the host and runs it in the host's
+namespaces (scripts/gke/installer-init.sh); a small unprivileged main container stays Running and
+is Ready only while the node's status file says ready for this version set, so Pulumi's DaemonSet await
+means "installed on every A4 node".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import artifacts, installer
+from components import gke_pod_security as security
+from components.config import StackConfig
+from components.gke_objects import (
+    GPU_TOLERATION,
+    INSTALL_ROOT,
+    INSTALL_TIMEOUT_SECONDS,
+    INSTALLED_LABEL,
+    INSTALLER_ENTRY,
+    INSTALLER_LABELS,
+    INSTALLER_NAME,
+    INSTALLER_RESOURCES,
+    NODE_SELECTOR,
+    REBOOT_EXIT,
+    REBOOT_WAIT_SECONDS,
+    STATE_DIR,
+    STATUS_FILE,
+    VERSIONS_ANNOTATION,
+    child_opts,
+    daemon_set_metadata,
+    depends_of,
+    every_node_at_once,
+    k8s_spec,
+    no_ingress_policy,
+    ready_check,
+)
+from scripts import payload
+
+
+def installer_files(cfg: StackConfig) -> dict[str, str]:
+    """The rendered GKE installer, {relative path: text} with the entry point `run.sh`.
+
+    The renderer publishes these files as the plan's `files/install/gke/`; the ConfigMap carries them.
+    """
+    files = installer.render_installer(cfg, "gke")
+    if INSTALLER_ENTRY not in files:
+        raise ValueError(f"render_installer(cfg, 'gke') returned no {INSTALLER_ENTRY}: {sorted(files)}")
+    return files
+
+
+def versions_hash(cfg: StackConfig, files: dict[str, str]) -> str:
+    """Names the installed version set: the stack's versions and options and the installer's text."""
+    doc = {
+        "versions": asdict(cfg.versions),
+        "installer": asdict(cfg.installer),
+        "nvshmem": asdict(cfg.nvshmem),
+        "gpuDriver": cfg.gke.gpu_driver,
+        "files": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def configmap_key(path: str) -> str:
+    """ConfigMap keys allow [-._a-zA-Z0-9] only: nested paths are flattened and mapped back by `items`."""
+    return path.replace("/", "__")
+
+
+READY_CHECK = ready_check("/deepep-state")
+
+
+@dataclass(frozen=True)
+class InstallerArgs:
+    namespace: pulumi.Input[str]
+    files: dict[str, str]  # the rendered installer, {relative path: text}
+    versions_hash: str
+    image: str
+    skips: dict[str, str]  # scanner findings this DaemonSet accepts, with the reason for each
+
+    @staticmethod
+    def from_config(cfg: StackConfig, namespace: pulumi.Input[str]) -> InstallerArgs:
+        files = installer_files(cfg)
+        return InstallerArgs(
+            namespace=namespace,
+            files=files,
+            versions_hash=versions_hash(cfg, files),
+            image=security.image(cfg),
+            skips=security.INSTALLER_SKIPS | security.image_skips(cfg),
+        )
+
+
+def init_env(versions: str) -> list[dict[str, Any]]:
+    """What the init-container script (scripts/gke/installer-init.sh) reads from its environment."""
+    values = {
+        "VERSIONS_HASH": versions,
+        "INSTALL_ROOT": INSTALL_ROOT,
+        "STATE_DIR": STATE_DIR,
+        "STATUS_FILE": STATUS_FILE,
+        "INSTALLER_ENTRY": INSTALLER_ENTRY,
+        "EXIT_REBOOT": str(REBOOT_EXIT),
+        "REBOOT_WAIT_SECONDS": str(REBOOT_WAIT_SECONDS),
+        "INSTALLED_LABEL": INSTALLED_LABEL,
+    }
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in values.items()]
+    return [*env, {"name": "NODE_NAME", "value_from": {"field_ref": {"field_path": "spec.nodeName"}}}]
+
+
+class InstallerDaemonSet(pulumi.ComponentResource):
+    """The installer on every A4 node; Ready on a node only once it is installed (see gke_workloads)."""
+
+    def __init__(self, name: str, args: InstallerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("deepep-a4:gke:InstallerDaemonSet", name, None, opts)
+        files = args.files
+        namespace = args.namespace
+        self.versions_hash = args.versions_hash
+        script = artifacts.publish("gke/installer-daemonset/init.sh", payload.gke_installer_init())
+
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-files",
+            metadata={"namespace": namespace, "labels": INSTALLER_LABELS},
+            data={configmap_key(p): t for p, t in files.items()} | {"daemonset-init.sh": script},
+            opts=child_opts(self),
+        )
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa",
+            metadata={"name": INSTALLER_NAME, "namespace": namespace, "labels": INSTALLER_LABELS},
+            opts=child_opts(self),
+        )
+        self.cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-label-nodes",
+            metadata={"labels": INSTALLER_LABELS},
+            rules=[{"api_groups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+            opts=child_opts(self),
+        )
+        self.binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-label-nodes",
+            metadata={"labels": INSTALLER_LABELS},
+            role_ref={
+                "api_group": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": self.cluster_role.metadata.name,
+            },
+            subjects=[{"kind": "ServiceAccount", "name": INSTALLER_NAME, "namespace": namespace}],
+            opts=child_opts(self),
+        )
+
+        # The installer serves nothing: no ingress at all.
+        self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
+        items = [{"key": configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
+        env = init_env(self.versions_hash)
+        pod_labels = {**INSTALLER_LABELS}
+        self.daemon_set = k8s.apps.v1.DaemonSet(
+            name,
+            # Pulumi awaits the DaemonSet until every pod is Ready: a cold install and its reboot.
+            metadata=daemon_set_metadata(
+                INSTALLER_NAME,
+                namespace,
+                INSTALLER_LABELS,
+                INSTALL_TIMEOUT_SECONDS,
+                security.skip_annotations(args.skips),
+            ),
+            spec=k8s_spec(
+                {
+                    **every_node_at_once(INSTALLER_NAME),
+                    "template": {
+                        "metadata": {
+                            "labels": pod_labels,
+                            "annotations": {VERSIONS_ANNOTATION: self.versions_hash},
+                        },
+                        "spec": {
+                            "service_account_name": INSTALLER_NAME,
+                            "priority_class_name": "system-node-critical",
+                            "node_selector": NODE_SELECTOR,
+                            "tolerations": [GPU_TOLERATION],
+                            "host_pid": True,
+                            "security_context": security.POD_SECURITY_CONTEXT,
+                            "termination_grace_period_seconds": 5,
+                            "init_containers": [
+                                {
+                                    "name": "install",
+                                    "image": args.image,
+                                    "command": ["bash", "/installer/daemonset-init.sh"],
+                                    "env": env,
+                                    "security_context": {"privileged": True},
+                                    "resources": INSTALLER_RESOURCES,
+                                    "volume_mounts": [
+                                        {"name": "host-root", "mount_path": "/host"},
+                                        {"name": "installer", "mount_path": "/installer", "read_only": True},
+                                    ],
+                                }
+                            ],
+                            "containers": [
+                                {
+                                    "name": "ready",
+                                    "image": args.image,
+                                    "command": [
+                                        "sh",
+                                        "-c",
+                                        "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done",
+                                    ],
+                                    "env": [{"name": "VERSIONS_HASH", "value": self.versions_hash}],
+                                    "readiness_probe": {
+                                        "exec": {"command": ["sh", "-c", READY_CHECK]},
+                                        "period_seconds": 30,
+                                        "failure_threshold": 1,
+                                    },
+                                    "security_context": {
+                                        **security.UNPRIVILEGED,
+                                        "run_as_non_root": True,
+                                        "run_as_user": security.BENCH_UID,
+                                    },
+                                    "resources": {
+                                        "requests": {"cpu": "10m", "memory": "16Mi"},
+                                        "limits": {"memory": "32Mi"},
+                                    },
+                                    "volume_mounts": [
+                                        {"name": "state", "mount_path": "/deepep-state", "read_only": True}
+                                    ],
+                                }
+                            ],
+                            "volumes": [
+                                {"name": "host-root", "host_path": {"path": "/", "type": "Directory"}},
+                                {"name": "state", "host_path": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
+                                {
+                                    "name": "installer",
+                                    "config_map": {
+                                        "name": self.config_map.metadata.name,
+                                        "items": [
+                                            *items,
+                                            {"key": "daemonset-init.sh", "path": "daemonset-init.sh", "mode": 0o755},
+                                        ],
+                                    },
+                                },
+                            ],
+                        },
+                    },
+                }
+            ),
+            # A component's depends_on does not reach its children: the DaemonSet names its own.
+            opts=child_opts(self, depends_on=[self.binding, *depends_of(opts)]),
+        )
+        self.register_outputs({"name": self.daemon_set.metadata.name, "versionsHash": self.versions_hash})

@@ -1,0 +1,74 @@
+"""GKE platform: cluster, node identity, system and A4 node pools, multi-network objects, workloads.
+
+The Kubernetes side (multi-network objects, installer DaemonSet, benchmark Jobs) goes through the
+cluster's one explicit provider; the GCP side through the stack's gcp provider (`gcp_opts`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components import gke_workloads
+from components.config import StackConfig
+from components.deadline import StackDeadline
+from components.gke_cluster import GkeCluster, GkeClusterArgs
+from components.gke_deadline import PoolDeadline, PoolDeadlineArgs
+from components.gke_multinetwork import GkeMultiNetwork, GkeMultiNetworkArgs
+from components.gke_nodepool import (
+    A4NodePool,
+    A4NodePoolArgs,
+    NodeServiceAccount,
+    NodeServiceAccountArgs,
+    SystemNodePool,
+    SystemNodePoolArgs,
+)
+from components.network import A4Network
+from components.store import store_access
+
+
+def build_gke_platform(
+    cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions, deadline: StackDeadline | None
+) -> dict[str, Any]:
+    """Creates the GKE side of the stack and returns the stack outputs it adds."""
+    # First: even the cluster's temporary default pool runs as the node account.
+    nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
+    gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network, nodes_sa), gcp_opts)
+    system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
+    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
+    a4 = A4NodePool(
+        "gke-a4",
+        A4NodePoolArgs.from_config(cfg, gke.cluster, nodes_sa, network.additional_networks),
+        # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
+        pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
+    )
+    if deadline:
+        PoolDeadline("gke-deadline", PoolDeadlineArgs.from_config(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
+    multinet = GkeMultiNetwork(
+        "gke-net",
+        GkeMultiNetworkArgs(cfg.name_prefix, network.additional_networks),
+        pulumi.ResourceOptions(providers=[gke.provider]),
+    )
+    # The Jobs depend on the Network objects their pods name, so `pulumi destroy` deletes them first.
+    workloads = gke_workloads.build_gke_workloads(
+        cfg,
+        gke.provider,
+        node_pool=a4.pool,
+        network_names=multinet.rdma_network_names,
+        networks=[*multinet.param_sets, *multinet.networks],
+    )
+    return {
+        "clusterName": gke.cluster.name,
+        "clusterLocation": gke.cluster.location,
+        # The control plane's actual version (what was chosen once, plus GKE's patches), not today's lookup.
+        "gkeVersion": gke.cluster.master_version,
+        "nodePool": a4.pool.name,
+        "systemNodePool": system.pool.name,
+        "nodeServiceAccount": nodes_sa.account.email,
+        "podNetworking": cfg.gke.pod_networking,
+        "multiNetworks": multinet.network_names,
+        "getCredentials": gke.get_credentials_command,
+        "kubeconfig": gke.kubeconfig,
+        **workloads,
+    }

@@ -1,0 +1,325 @@
+"""The node installer, rendered from the stack's versions: one code path for GKE nodes and GCE VMs.
+
+`scripts/install/` holds the bash runner (`run.sh`), its shared helpers (`lib.sh`) and one file per
+phase (`phases/NN-name.sh`). Rendering adds `config.sh`: the stack's versions, options, download URLs,
+pinned checksums and the phase dependency graph. The scripts themselves are shipped byte for byte, so
+the offline plan's `files/install/<target>/` is exactly what runs on a node.
+
+    render_installer(cfg, "gke" | "gce")  -> {relative path: text}, entry point "run.sh"
+    render_startup_script(cfg)            -> one bash script for GCE that writes and runs the installer
+    installer_hash(cfg)                   -> 16 hex digits naming the versions and the rendered text
+
+Checksums: a download is verified against `CHECKSUMS` (artifact name -> sha256). A digest that cannot be
+known without downloading the artifact is not made up here: unpinned downloads are trusted on first
+use and their digests recorded on the node (`R/state/downloads.tsv`), ready to be pinned in the table;
+`REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP and PR #466 are pinned by git commit
+(components/config/upstream.py), which git itself verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict, dataclass
+
+from components import artifacts
+from components.config import StackConfig, upstream
+from scripts import names, payload
+
+INSTALL_ROOTS = names.INSTALL_ROOTS
+ENTRYPOINT = "run.sh"
+# Where the GCE startup script puts the rendered files.
+GCE_INSTALLER_DIR = names.install_paths("gce")["installer"]
+REBOOT_EXIT = names.EXIT_REBOOT
+
+PHASES: tuple[str, ...] = (
+    "preflight",
+    "doca-ofed",
+    "nvidia-driver",
+    "peermapping",
+    "cuda",
+    "gdrcopy",
+    "nvshmem",
+    "pytorch",
+    "deepep",
+    "env",
+    "verify",
+    # NCCL's gIB plugin on GCE (GKE: components/gke_gib.py); verify does not use it (NVSHMEM), so it comes last.
+    "nccl-gib",
+)
+
+# sha256 of downloads, by the artifact name the phases pass to `fetch`. Only digests checked against
+# the real artifact belong here; see the module doc for what happens without one.
+CHECKSUMS: dict[str, str] = {}
+REQUIRE_CHECKSUMS = False
+
+# PCI device ids per accelerator, for preflight before any driver is loaded.
+GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
+
+CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
+DOCA_REPO_BASE = "https://linux.mellanox.com/public/repo/doca"
+PYPI_INDEX_URL = "https://pypi.org/simple"
+DEEPEP_REPO = "https://github.com/deepseek-ai/DeepEP.git"
+NUMPY_SPEC = "numpy<3"
+MIN_FREE_GB = 40
+APT_LOCK_TIMEOUT_S = 900
+# Google's gIB NCCL plugin for GCE VMs, as cluster-toolkit's A4 blueprints install it
+# (examples/machine-learning/a4-highgpu-8g/a4high-slurm-blueprint.yaml pins nccl_gib_version 1.1.0; the
+# repositories and keys as there and in a4high-vm.yaml, 1047080375afb). The version is written here only.
+NCCL_GIB_VERSION = "1.1.0"
+GIB_APT_REPO = "ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-gib-apt main"
+GIB_APT_KEY_URL = "https://us-apt.pkg.dev/doc/repo-signing-key.gpg"
+GOOGLE_APT_TRANSPORT_REPO = "https://packages.cloud.google.com/apt apt-transport-artifact-registry-stable main"
+GOOGLE_APT_KEY_URL = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
+
+
+def deepep_commit(ref: str) -> str:
+    """The commit a DeepEP ref must resolve to: the checked one of a known tag, the ref itself if a hash."""
+    known = upstream.DEEPEP_REFS.get(ref)
+    if known:
+        return known.commit
+    return "" if ref.startswith("v") else ref
+
+
+def gdrcopy_url(version: str) -> str:
+    return f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{version}.tar.gz"
+
+
+def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
+    """Which phases each phase consumes; a changed key reruns the phase and everything downstream of it."""
+    pip = cfg.versions.nvshmem_source == "pip"
+    deps: dict[str, tuple[str, ...]] = {
+        "preflight": (),
+        "doca-ofed": ("preflight",),
+        "nvidia-driver": ("preflight",),
+        "peermapping": ("doca-ofed", "nvidia-driver"),
+        "cuda": ("preflight",),
+        "gdrcopy": ("cuda", "nvidia-driver") if cfg.installer.gdrcopy_kernel_module else ("cuda",),
+        # The wheel needs no GDRCopy; a source build compiles against it.
+        "nvshmem": ("cuda",) if pip else ("cuda", "gdrcopy"),
+        # With the wheel, PyTorch is installed under a constraint on the wheel's version.
+        "pytorch": ("preflight", "nvshmem") if pip else ("preflight",),
+        "deepep": ("cuda", "nvshmem", "pytorch"),
+        "env": ("doca-ofed", "peermapping", "cuda", "gdrcopy", "nvshmem", "pytorch", "deepep"),
+    }
+    # The plugin goes into its own folder and needs nothing else the installer puts on the node.
+    deps["nccl-gib"] = ("preflight",)
+    deps["verify"] = tuple(p for p in PHASES if p not in ("verify", "nccl-gib"))
+    return deps
+
+
+# The build phases whose output the artifact store keeps, and the artifacts each one builds on: their
+# keys are part of its key (store.sh), so a new NVSHMEM build means a new DeepEP artifact and nothing else.
+ARTIFACT_DEPS: dict[str, tuple[str, ...]] = {"gdrcopy": (), "nvshmem": ("gdrcopy",), "deepep": ("nvshmem",)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
+
+    Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
+    `values` replaces config.sh values (versions the test machine has, its CUDA and arch).
+    """
+
+    target: str
+    root: str
+    phases: tuple[str, ...]
+    left_out: dict[str, str]
+    values: dict[str, object]
+
+
+def _script_files(phases: tuple[str, ...] = PHASES) -> dict[str, str]:
+    return payload.installer_files(phases)
+
+
+def _q(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return shlex.quote(str(value))
+
+
+def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) -> str:
+    if profile is None and target not in INSTALL_ROOTS:
+        raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
+    v, shape = cfg.versions, cfg.shape
+    model, pci_ids = GPU_PCI_IDS.get(shape.accelerator, (shape.accelerator, ()))
+    # The driver branch the VM's boot image ships ("" for plain Ubuntu and for GKE nodes): config/model.py
+    # reads it from the image's name, in one place.
+    image_branch = cfg.gce.image_ref.driver_branch if target == "gce" else ""
+    values: dict[str, object] = {
+        "DEEPEP_STACK": cfg.stack,
+        "DEEPEP_TARGET": target,
+        "DEEPEP_DEFAULT_ROOT": profile.root if profile else INSTALL_ROOTS[target],
+        # Shared with the DaemonSet and the GCE startup script (scripts/names.py).
+        "REBOOT_EXIT": REBOOT_EXIT,
+        "DOCA_OFED_VERSION": v.doca_ofed,
+        "NVIDIA_DRIVER_VERSION": v.nvidia_driver,
+        "CUDA_VERSION": v.cuda,
+        "GDRCOPY_VERSION": v.gdrcopy,
+        "NVSHMEM_VERSION": v.nvshmem,
+        "NVSHMEM_SOURCE": v.nvshmem_source,
+        "TORCH_VERSION": v.torch,
+        "DEEPEP_REF": v.deepep_ref,
+        "DEEPEP_COMMIT": deepep_commit(v.deepep_ref),
+        "DEEPEP_PR466": v.deepep_pr466,
+        "USE_DOCA_OFED": cfg.installer.use_doca_ofed,
+        "GDRCOPY_KERNEL_MODULE": cfg.installer.gdrcopy_kernel_module,
+        "ALLOW_REBOOT": cfg.installer.allow_reboot,
+        # On GKE the pool's gpu-driver-version decides; with DEFAULT/LATEST GKE installs the driver. A GCE
+        # accelerator image ships its own: the driver phase then checks it instead of installing.
+        "INSTALL_DRIVER": not image_branch and (target == "gce" or cfg.gke.gpu_driver == "installer"),
+        "IMAGE_DRIVER_BRANCH": image_branch,
+        "NIC_HANDLER": cfg.nvshmem.nic_handler,
+        "HCA_PREFIX": cfg.nvshmem.hca_prefix,
+        "GID_INDEX": cfg.nvshmem.gid_index,
+        "NVSHMEM_TRAFFIC_CLASS": cfg.nvshmem.traffic_class,
+        "NCCL_GIB": cfg.installer.nccl_gib,
+        "NCCL_GIB_VERSION": NCCL_GIB_VERSION,
+        "GIB_APT_REPO": GIB_APT_REPO,
+        "GIB_APT_KEY_URL": GIB_APT_KEY_URL,
+        "GOOGLE_APT_TRANSPORT_REPO": GOOGLE_APT_TRANSPORT_REPO,
+        "GOOGLE_APT_KEY_URL": GOOGLE_APT_KEY_URL,
+        "GPU_MODEL": model,
+        "GPU_DEVICE_IDS": " ".join(pci_ids),
+        "EXPECTED_GPUS": shape.gpus,
+        "EXPECTED_NICS": shape.rdma_nics,
+        "TORCH_CUDA_ARCH_LIST": shape.torch_cuda_arch,
+        "CUDA_ARCH": shape.cuda_arch,
+        "CUDA_REPO_BASE": CUDA_REPO_BASE,
+        "DOCA_REPO_BASE": DOCA_REPO_BASE,
+        "GDRCOPY_URL": gdrcopy_url(v.gdrcopy),
+        # Only a source build fetches it; config validation guarantees a known tag for those.
+        "NVSHMEM_SRC_URL": upstream.nvshmem_source_url(v.nvshmem) if v.nvshmem_source == "source" else "",
+        "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
+        "PYPI_INDEX_URL": PYPI_INDEX_URL,
+        "NUMPY_SPEC": NUMPY_SPEC,
+        "DEEPEP_REPO": DEEPEP_REPO,
+        "DEEPEP_PR466_REF": upstream.DEEPEP_PR466_REF,
+        "DEEPEP_PR466_BASE": upstream.DEEPEP_PR466_BASE,
+        "DEEPEP_PR466_HEAD": upstream.DEEPEP_PR466_HEAD,
+        "REQUIRE_CHECKSUMS": REQUIRE_CHECKSUMS,
+        "APT_LOCK_TIMEOUT_S": APT_LOCK_TIMEOUT_S,
+        # The artifact store (scripts/install/store.sh, docs/store.md).
+        "STORE_URL": cfg.installer.store_url,
+        "STORE_PUBLISH": cfg.installer.store_publish,
+        "STORE_ONLY": cfg.installer.store_only,
+        # A machine with RDMA NICs (every stack); the hardware test has none and leaves their checks out.
+        "HAS_RDMA_NICS": True,
+        # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
+        "BASE_PYTHON": "python3",
+    }
+    phases = PHASES
+    left_out: dict[str, str] = {}
+    if profile:
+        unknown = sorted(set(profile.values) - set(values))
+        if unknown:
+            raise ValueError(f"profile sets unknown installer values: {', '.join(unknown)}")
+        values.update(profile.values)
+        values["DEEPEP_TARGET"] = profile.target
+        phases, left_out = profile.phases, profile.left_out
+    lines = [
+        "# shellcheck shell=bash disable=SC2034  # read by run.sh, lib.sh and the phases",
+        f"# deepep-a4 installer configuration: stack {cfg.stack}, target {target}.",
+        "# Rendered by components/installer.py from the stack's versions; edit the stack, not this file.",
+    ]
+    lines += [f"{name}={_q(value)}" for name, value in values.items()]
+    lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
+    lines.append("declare -A SHA256=(")
+    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(CHECKSUMS.items())]
+    lines.append(")")
+    lines.append(f"PHASES=({' '.join(phases)})")
+    lines.append("declare -A PHASE_DEPS=(")
+    for p, deps in phase_deps(cfg).items():
+        if p in phases:
+            lines.append(f"  [{p}]={shlex.quote(' '.join(d for d in deps if d in phases))}")
+    lines.append(")")
+    lines.append("declare -A ARTIFACT_DEPS=(")
+    lines += [f"  [{p}]={shlex.quote(' '.join(d))}" for p, d in ARTIFACT_DEPS.items()]
+    lines.append(")")
+    lines.append("declare -A LEFT_OUT=(")
+    lines += [f"  [{p}]={shlex.quote(why)}" for p, why in left_out.items()]
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
+    doc = {
+        "versions": asdict(cfg.versions),
+        "config": body,
+        "files": {k: hashlib.sha256(t.encode()).hexdigest() for k, t in sorted(scripts.items())},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _render(cfg: StackConfig, target: str, profile: Profile | None = None) -> tuple[dict[str, str], str]:
+    scripts = _script_files(profile.phases if profile else PHASES)
+    body = _config_body(cfg, target, profile)
+    digest = _hash(cfg, body, scripts)
+    files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}
+    return files, digest
+
+
+def render_installer(cfg: StackConfig, target: str) -> dict[str, str]:
+    """The installer for `target` as {relative path: text}; run `bash <dir>/run.sh` from any directory."""
+    files, _ = _render(cfg, target)
+    for rel, text in files.items():
+        artifacts.publish(f"install/{target}/{rel}", text)
+    return files
+
+
+def render_profile(cfg: StackConfig, profile: Profile) -> dict[str, str]:
+    """The installer for a profile (not published into a plan): {relative path: text}."""
+    return _render(cfg, profile.target, profile)[0]
+
+
+def installer_hash(cfg: StackConfig, target: str | None = None) -> str:
+    """16 hex digits naming the stack's versions and the installer's rendered text (per target)."""
+    return _render(cfg, target or cfg.platform)[1]
+
+
+def heredoc(target: str, text: str, tag_prefix: str) -> str:
+    """`cat > TARGET <<'TAG'` with the text byte for byte; TARGET is a shell word (quoted by the caller)."""
+    tag = tag_prefix + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
+    if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
+        raise ValueError(f"heredoc delimiter collides with the content of {target}")
+    body = text if text.endswith("\n") else text + "\n"
+    return f"cat > {target} <<'{tag}'\n{body}{tag}\n"
+
+
+def _heredoc(path: str, text: str) -> str:
+    return heredoc(f'"$new/{path}"', text, "DEEPEP_INSTALL_EOF_")
+
+
+def render_startup_script(cfg: StackConfig) -> str:
+    """One bash script (GCE) that writes the installer to /opt/deepep/installer and runs it.
+
+    Its exit code is the installer's: 0 ready, REBOOT_EXIT (75) a reboot was scheduled (run again after the boot), any
+    other a failed phase. DEEPEP_INSTALLER_DIR moves the files (tests).
+    """
+    files, _ = _render(cfg, "gce")
+    # The GCE plan's files/install/gce/ comes from here (the VM gets the files only inside this script).
+    # A plan renders one stack; when a process renders several configs (tests), the first one stays.
+    published = artifacts.published()
+    if all(published.get(f"install/gce/{rel}", text) == text for rel, text in files.items()):
+        for rel, text in files.items():
+            artifacts.publish(f"install/gce/{rel}", text)
+    parts = [
+        "#!/bin/bash\n",
+        f"# deepep-a4 installer, stack {cfg.stack} (GCE): writes the rendered installer and runs it.\n",
+        f"# Exit code: the installer's (0 ready, {REBOOT_EXIT} reboot scheduled: rerun after boot, other: failed).\n",
+        "set -Eeuo pipefail\n",
+        "umask 022\n",
+        f'dir="${{DEEPEP_INSTALLER_DIR:-{GCE_INSTALLER_DIR}}}"\n',
+        'new="$dir.new"\n',
+        'rm -rf "$new"\n',
+        'mkdir -p "$new/phases"\n',
+    ]
+    parts += [_heredoc(rel, text) for rel, text in files.items()]
+    parts += [
+        'chmod 0755 "$new/run.sh"\n',
+        'rm -rf "$dir"\n',
+        'mv "$new" "$dir"\n',
+        f'exec bash "$dir/{ENTRYPOINT}" "$@"\n',
+    ]
+    return "".join(parts)

@@ -1,0 +1,134 @@
+"""Stack files read the way Pulumi reads them: the one reader of `stacks/Pulumi.<stack>.yaml`.
+
+Pulumi hands a program every config value as a string, exactly as written (its YAML reader follows YAML
+1.2, where `off`, `yes` and `no` are plain words, not booleans), lists and objects as JSON; and it knows
+only namespaced keys (`<namespace>:<key>`). The offline plan, the report, the run command and the CI
+gates all read stack files here, so a stack that plans offline is the stack `pulumi up` sees.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config.keys import PROJECT_NAME
+from deepep_a4.paths import project_root
+
+STACK_FILE_PREFIX = "Pulumi."
+STACK_FILE_SUFFIX = ".yaml"
+# Namespaces a stack file of this project may use. Provider namespaces are refused: the program builds
+# its providers explicitly from deepep-a4 keys, so `gcp:project` would be silently ignored.
+PROVIDER_NAMESPACES = {"gcp": "project, region and zone", "kubernetes": "the cluster"}
+
+
+class StackFileError(ValueError):
+    """A stack file that cannot be read, or keys Pulumi would read differently: one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class _Pulumi12Loader(yaml.SafeLoader):
+    """Every scalar as the text written in the file, as Pulumi passes config values to a program."""
+
+
+def _scalar_as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return str(loader.construct_scalar(node))  # pyright: ignore[reportArgumentType]
+
+
+# Overriding the implicit resolvers would also turn `null` into "null"; overriding the constructors of
+# the tags PyYAML's YAML 1.1 resolver assigns keeps the text instead.
+for _tag in ("bool", "int", "float", "null", "timestamp"):
+    _Pulumi12Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _scalar_as_text)
+
+
+def stacks_dir(root: Path | None = None) -> Path:
+    return (root or project_root()) / "stacks"
+
+
+def available_stacks(root: Path | None = None) -> list[str]:
+    folder = stacks_dir(root)
+    return sorted(p.name[len(STACK_FILE_PREFIX) : -len(STACK_FILE_SUFFIX)] for p in folder.glob("Pulumi.*.yaml"))
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    return stacks_dir(root) / f"{STACK_FILE_PREFIX}{stack}{STACK_FILE_SUFFIX}"
+
+
+def resolve(stack: str, root: Path | None = None) -> tuple[str, Path]:
+    """A stack given by name (`gke-b200`) or by its file (`stacks/Pulumi.gke-b200.yaml`) -> (name, file)."""
+    given = Path(stack)
+    if given.name.startswith(STACK_FILE_PREFIX) and given.name.endswith(STACK_FILE_SUFFIX):
+        name = given.name[len(STACK_FILE_PREFIX) : -len(STACK_FILE_SUFFIX)]
+        if not given.is_file():
+            raise StackFileError([f"no stack file {stack}"])
+        if given.resolve().parent != stacks_dir(root).resolve():
+            # Pulumi only finds a stack's file in the project's stackConfigDir; elsewhere it is not that stack.
+            raise StackFileError([f"stack file {stack} is not in {stacks_dir(root)}: Pulumi reads stacks from there"])
+        return name, given
+    if "/" in stack or stack.endswith(".yaml"):
+        raise StackFileError([f"stack {stack!r}: give a stack name (gke-b200) or a file stacks/Pulumi.<name>.yaml"])
+    path = stack_file(stack, root)
+    if not path.is_file():
+        known = ", ".join(available_stacks(root)) or "none"
+        raise StackFileError([f"no stack file stacks/Pulumi.{stack}.yaml (stacks: {known})"])
+    return stack, path
+
+
+def _as_pulumi_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _key_problems(key: str) -> list[str]:
+    namespace, sep, name = key.partition(":")
+    if not sep:
+        return [f"config key {key!r} has no namespace: Pulumi refuses it; write {PROJECT_NAME}:{key}"]
+    if namespace == PROJECT_NAME:
+        return []
+    if namespace in PROVIDER_NAMESPACES:
+        return [
+            f"config key {key!r}: the program's {namespace} provider is explicit and ignores {namespace}:* keys; "
+            f"set {PROJECT_NAME}:{name} ({PROVIDER_NAMESPACES[namespace]} come from {PROJECT_NAME} keys)"
+        ]
+    hint = difflib.get_close_matches(namespace, [PROJECT_NAME], n=1, cutoff=0.6)
+    did_you_mean = f"; did you mean {hint[0]}:{name}?" if hint else ""
+    return [f"config key {key!r}: unknown namespace {namespace!r} (this project reads {PROJECT_NAME}:*){did_you_mean}"]
+
+
+def parse_text(text: str, where: str) -> dict[str, str]:
+    """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them."""
+    try:
+        data = yaml.load(text, Loader=_Pulumi12Loader) or {}  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise StackFileError([f"{where}: not valid YAML{at}: {getattr(err, 'problem', err)}"]) from None
+    if not isinstance(data, dict):
+        raise StackFileError([f"{where}: the file must be a mapping with a `config:` key"])
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        kind = type(cfg).__name__
+        raise StackFileError([f"{where}: `config:` must be a mapping of {PROJECT_NAME}:<key>: <value>, not a {kind}"])
+    problems = [p for key in cfg for p in _key_problems(str(key))]
+    if problems:
+        raise StackFileError([f"{where}: {p}" for p in problems])
+    return {str(k): _as_pulumi_string(v) for k, v in cfg.items()}
+
+
+def read(stack: str, root: Path | None = None) -> dict[str, str]:
+    """The config of a stack (by name or file) as Pulumi hands it to the program: namespaced, all strings."""
+    _, path = resolve(stack, root)
+    return parse_text(path.read_text(), str(path))
+
+
+def project_keys(stack_cfg: dict[str, str]) -> dict[str, str]:
+    """The keys of this project's namespace, without the namespace."""
+    prefix = f"{PROJECT_NAME}:"
+    return {k[len(prefix) :]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
