@@ -43,7 +43,7 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 # Instance fields whose update the provider can only apply to a stopped VM (terraform-provider-google,
 # resource_compute_instance.go: needToStopInstanceBeforeUpdating, and addResourcePolicies on a running VM):
 # a change to any of them replaces the VM. Everything else the fleet sets either updates live or already
-# forces replacement in the provider's schema (tests/test_gce.py keeps the list complete).
+# forces replacement in the provider's schema (tests/components/test_gce.py keeps the list complete).
 REPLACE_INSTEAD_OF_STOP = (
     "machineType",
     "minCpuPlatform",

@@ -23,7 +23,7 @@ PULUMI_TYPES = {str: "string", int: "integer", bool: "boolean", list: "array"}
 FIXED_CONFIG: dict[str, Any] = {"pulumi:disable-default-providers": ["kubernetes"]}
 HEADER = (
     "# Project file. The config schema below is generated from components/config/keys.py\n"
-    "# (`.venv/bin/python -m deepep_a4.schema --write`); tests/test_config.py keeps them equal.\n"
+    "# (`.venv/bin/python -m deepep_a4.schema --write`); tests/components/config/test_config.py keeps them equal.\n"
 )
 PROJECT: dict[str, Any] = {
     "name": PROJECT_NAME,

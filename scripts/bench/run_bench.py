@@ -72,7 +72,7 @@ except ImportError:  # pragma: no cover - on a node the script's own folder is s
     from settings import MAX_REPEATS, RunnerSettings  # type: ignore[no-redef]
     from what_ran import transport_of, what_ran  # type: ignore[no-redef]
 
-# The runner ships without scripts/names.py; these equal its EXIT_* (tests/test_bench_runner.py checks).
+# The runner ships without scripts/names.py; these equal its EXIT_* (tests/scripts/test_bench_runner.py checks).
 EXIT_OK, EXIT_FAILED, EXIT_UNPROVEN = 0, 1, 3
 
 # -- one test --------------------------------------------------------------------------------------

@@ -335,7 +335,7 @@ def test_bucket_name_fits_63_characters() -> None:
 
 def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: plan_engine.PlanResult) -> None:
     cfg = cfg_of()
-    # Besides the artifact store's prefix grants (tests/test_store.py), one grant on the results bucket.
+    # Besides the artifact store's prefix grants (tests/deepep_a4/test_store.py), one grant on the results bucket.
     grant = one(gce_plan, BUCKET_IAM, "gce-results-vm-writer")["inputs"]
     account_id = one(gce_plan, ACCOUNT)["inputs"]["accountId"]
     assert grant == {
@@ -458,7 +458,7 @@ def test_reservation_uses_its_own_dense_placement() -> None:
 
 def test_spot_vms_leave_reservation_affinity_to_gce(gce_plan: plan_engine.PlanResult) -> None:
     # Google's A4 VM blueprint and vm-instance module set no affinity on spot VMs; NO_RESERVATION is the GKE
-    # node pool module's rule (tests/test_gke.py) and flex-start's (cluster-toolkit's Slurm resume.py).
+    # node pool module's rule (tests/components/test_gke.py) and flex-start's (cluster-toolkit's Slurm resume.py).
     for vm in vms(gce_plan):
         assert "reservationAffinity" not in vm["inputs"]
 

@@ -24,8 +24,8 @@ from deepep_a4.cli import main as cli
 from deepep_a4.tools import bringup, hwtest, plan_engine
 from deepep_a4.tools import store as store_tool
 from scripts import payload
+from tests.components.test_installer import Machine, cfg_of, install
 from tests.conftest import ROOT, one, plan
-from tests.test_installer import Machine, cfg_of, install
 
 STORE_SH = ROOT / "scripts/install/store.sh"
 HW = ROOT / "tests/fixtures/install/hw"

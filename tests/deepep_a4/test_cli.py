@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from deepep_a4 import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_command_with_the_documented_subcommands() -> None:

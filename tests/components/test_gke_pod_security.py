@@ -7,8 +7,8 @@ import pytest
 from components import config, gke_bench
 from components import gke_pod_security as security
 from deepep_a4.tools import plan_engine
+from tests.components.test_gke_workloads import GIB_DS, INSTALLER_DS, JOB, STACK, Built, build
 from tests.conftest import stack_config
-from tests.test_gke_workloads import GIB_DS, INSTALLER_DS, JOB, STACK, Built, build
 
 DIGEST = "ubuntu@sha256:" + "ab" * 32
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"

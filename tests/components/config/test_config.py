@@ -246,7 +246,7 @@ def test_every_stack_file_validates(stack: str) -> None:
 def test_stacks_carry_the_seed_versions() -> None:
     gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200")), "gke-b200")
     assert gke.platform == "gke"
-    # No pinned GKE version: the release channel's is chosen at deploy (tests/test_gke.py).
+    # No pinned GKE version: the release channel's is chosen at deploy (tests/components/test_gke.py).
     assert gke.gke.version == ""
     # The field report's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
     assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")

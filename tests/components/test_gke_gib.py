@@ -11,7 +11,7 @@ import pytest
 from components import gke_gib, gke_objects, gke_pod_security
 from scripts import payload
 from scripts.bench.what_ran import GIB_VERSION_FILE
-from tests.test_gke_workloads import DS, GIB_DS, INSTALLER_DS, JOB, SHELLCHECK, Built, build
+from tests.components.test_gke_workloads import DS, GIB_DS, INSTALLER_DS, JOB, SHELLCHECK, Built, build
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 from deepep_a4.tools import plan_engine
 from tests.conftest import stack_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STACKS = ("gke-b200", "gce-b200")
 Inputs = dict[str, Any]
 
@@ -120,7 +120,7 @@ def test_every_registered_type_is_known_destroyable(registered: tuple[str, list[
             and r["type"] not in K8S_DESTROYABLE
         }
     )
-    assert unknown == [], f"{stack}: add these to tests/test_teardown.py with how destroy removes them"
+    assert unknown == [], f"{stack}: add these to tests/components/test_teardown.py with how destroy removes them"
     failing = [
         (r["type"], r["name"], DESTROYABLE[r["type"]][0])
         for r in resources
