@@ -24,7 +24,7 @@ MODEL_COLUMN = {m.name: m.price_column for m in provisioning.MODELS.values()}
 # A4's bundled local SSD: 32 disks of 375 GiB (12,000 GiB), the disks GKE's localSsdCount uses.
 A4_LOCAL_SSDS = 32
 A4_LOCAL_SSD_GIB = A4_LOCAL_SSDS * 375
-# The disks the program creates (components/gce.py and gke_nodepool.py; tests/deepep_a4/test_cost.py checks them in the plan).
+# The disks the program creates (components/gce.py and gke_nodepool.py; tests/deepep_a4/test_cost.py checks them).
 A4_BOOT_DISK_TYPE = "hyperdisk-balanced"
 SYSTEM_BOOT_DISK_TYPE = "pd-balanced"
 SYSTEM_BOOT_DISK_GB = 50
