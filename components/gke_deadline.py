@@ -39,18 +39,10 @@ def account_id(name_prefix: str) -> str:
 
 @dataclass(frozen=True)
 class PoolDeadlineArgs:
-    project: str
-    region: str
-    name_prefix: str
+    cfg: StackConfig
     at: pulumi.Output[str]
     cluster: gcp.container.Cluster
     pool: gcp.container.NodePool
-
-    @staticmethod
-    def from_config(
-        cfg: StackConfig, at: pulumi.Output[str], cluster: gcp.container.Cluster, pool: gcp.container.NodePool
-    ) -> PoolDeadlineArgs:
-        return PoolDeadlineArgs(cfg.project, cfg.region, cfg.name_prefix, at, cluster, pool)
 
 
 class PoolDeadline(pulumi.ComponentResource):
@@ -63,29 +55,30 @@ class PoolDeadline(pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolDeadlineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:PoolDeadline", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        cfg = args.cfg
         self.account = gcp.serviceaccount.Account(
             name,
-            account_id=account_id(args.name_prefix),
-            display_name=f"deepep-a4 deadline of {args.name_prefix}",
+            account_id=account_id(cfg.name_prefix),
+            display_name=f"deepep-a4 deadline of {cfg.name_prefix}",
             description="Cloud Scheduler deletes the stack's A4 node pool at its deadline as this account",
             opts=child,
         )
         self.grant = gcp.projects.IAMMember(
-            f"{name}-cluster-admin", project=args.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
+            f"{name}-cluster-admin", project=cfg.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
         )
         uri = pulumi.Output.format(
             "{0}/projects/{1}/locations/{2}/clusters/{3}/nodePools/{4}",
             GKE_API,
-            args.project,
+            cfg.project,
             args.cluster.location,
             args.cluster.name,
             args.pool.name,
         )
         self.job = gcp.cloudscheduler.Job(
             name,
-            name=f"{args.name_prefix}-a4-deadline",
+            name=f"{cfg.name_prefix}-a4-deadline",
             description=args.at.apply(lambda at: f"deletes the A4 node pool at the stack's deadline {at}"),
-            region=args.region,
+            region=cfg.region,
             schedule=args.at.apply(deadline.cron_at),
             time_zone="Etc/UTC",
             attempt_deadline="180s",
