@@ -33,7 +33,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     sa = vm_service_account("gce-vms", cfg.name_prefix, gcp_opts)
     bucket = bucket_name(cfg.name_prefix, cfg.project)
     results = GceResultsBucket("gce-results", GceResultsBucketArgs(cfg, sa), gcp_opts)
-    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, sa.member, gcp_opts)
+    store_grants = store_access(cfg, sa.member, gcp_opts)
 
     script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
     if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:

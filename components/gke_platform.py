@@ -36,7 +36,7 @@ def build_gke_platform(
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs(cfg), gcp_opts)
     gke = GkeCluster("gke", GkeClusterArgs(cfg, network, nodes_sa), gcp_opts)
     system = SystemNodePool("gke-system", SystemNodePoolArgs(cfg, gke.cluster, nodes_sa), gcp_opts)
-    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
+    store_grants = store_access(cfg, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
         A4NodePoolArgs(cfg, gke.cluster, nodes_sa, network.additional_networks),

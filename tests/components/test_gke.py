@@ -261,8 +261,9 @@ def test_the_cluster_waits_for_the_node_account_and_its_roles(gke_plan: plan_eng
     assert {"gke-nodes-container.defaultNodeServiceAccount", "gke-nodes-artifactregistry.reader"} <= set(depends)
 
 
-def test_the_a4_pool_waits_for_the_nat_and_the_store_grants(gke_plan: plan_engine.PlanResult) -> None:
-    depends = set(one(gke_plan, NODE_POOL, "gke-a4")["dependsOn"])
+def test_the_a4_pool_waits_for_the_nat_and_the_store_grants() -> None:
+    with_store = plan(STACK, artifactStore="gs://deepep-a4-demo-artifacts/deepep-a4")
+    depends = set(one(with_store, NODE_POOL, "gke-a4")["dependsOn"])
     assert {"a4-nat", "gke-nodes-container.defaultNodeServiceAccount"} <= depends
     assert any(d.startswith("store-") for d in depends)
 
