@@ -16,6 +16,7 @@ terraform-provider-google, google/services/container/resource_container_node_poo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -27,9 +28,38 @@ from components.config import StackConfig
 # holds it. The account has no key: only Cloud Scheduler mints its tokens.
 DEADLINE_ROLE = "roles/container.clusterAdmin"
 GKE_API = "https://container.googleapis.com/v1"
-# Retried for an hour: a deletion GKE refuses while another operation runs on the cluster (an upgrade, a
-# repair) succeeds on a later attempt.
-RETRY = {"retry_count": 5, "min_backoff_duration": "120s", "max_backoff_duration": "900s"}
+# A deletion GKE refuses (another operation runs on the cluster: an upgrade, a repair; a quota) succeeds on a
+# later attempt. Cloud Scheduler retries "until both limits are reached" when retryCount and maxRetryDuration
+# are both set (https://cloud.google.com/scheduler/docs/configuring/retry-jobs): at most 5 retries (the API's
+# maximum) alone would end 44 minutes after the deadline, so the duration keeps it trying for 6 hours:
+# after 2, 6, 14, 29 and 44 minutes, then every 15 minutes (retry_offsets).
+RETRY_HOURS = 6
+RETRY = {
+    "retry_count": 5,
+    "max_retry_duration": f"{RETRY_HOURS * 3600}s",
+    "min_backoff_duration": "120s",
+    "max_backoff_duration": "900s",
+    "max_doublings": 2,
+}
+
+
+def retry_offsets(retry: dict[str, Any]) -> list[int]:
+    """Seconds after the first attempt at which Cloud Scheduler retries, by its documented backoff: the interval
+    starts at minBackoffDuration, doubles maxDoublings times, then grows by that last step, capped at
+    maxBackoffDuration; retries go on until retryCount retries are made and maxRetryDuration has passed."""
+    low, high = (int(str(retry[k]).removesuffix("s")) for k in ("min_backoff_duration", "max_backoff_duration"))
+    limit, count, doublings = (
+        int(str(retry["max_retry_duration"]).removesuffix("s")),
+        retry["retry_count"],
+        retry["max_doublings"],
+    )
+    offsets: list[int] = []
+    step, at = low, 0
+    while len(offsets) < count or at + min(step, high) <= limit:
+        at += min(step, high)
+        offsets.append(at)
+        step = step * 2 if len(offsets) <= doublings else step + low * 2**doublings
+    return offsets
 
 
 def account_id(name_prefix: str) -> str:
