@@ -238,8 +238,11 @@ class A4NodePool(pulumi.ComponentResource):
                 # component waits for (the NAT their downloads need, the artifact store grant).
                 depends_on=[*depends_of(opts), *service_account.grants],
                 # The version is chosen once, at creation: a later `pulumi up` neither upgrades the nodes
-                # because the control plane moved nor undoes an upgrade GKE made.
-                ignore_changes=["version"],
+                # because the control plane moved nor undoes an upgrade GKE made. The local SSD block is tied
+                # to the machine type (A4 bundles its SSDs): Google's gke-node-pool module ignores it for that
+                # reason (cluster-toolkit modules/compute/gke-node-pool/main.tf, lifecycle ignore_changes,
+                # [TK-POOL] in docs/conformance.md), so GKE reporting it differently never replaces the pool.
+                ignore_changes=["version", "nodeConfig.ephemeralStorageLocalSsdConfig"],
             ),
         )
         self.register_outputs({"name": self.pool.name})
