@@ -32,7 +32,7 @@ gcp_provider = gcp.Provider(
 )
 gcp_opts = pulumi.ResourceOptions(providers=[gcp_provider])
 
-network = A4Network("a4", A4NetworkArgs.from_config(cfg), gcp_opts)
+network = A4Network("a4", A4NetworkArgs(cfg), gcp_opts)
 
 if cfg.platform == "gke":
     platform_outputs = build_gke_platform(cfg, network, gcp_opts, deadline)

@@ -102,72 +102,25 @@ def instance_name(name_prefix: str, index: int) -> str:
 
 @dataclass(frozen=True)
 class GceA4FleetArgs:
-    """What the fleet is built from: the config's GCE-relevant values, the network and the scripts."""
+    """The stack config (shape, capacity, bill cap, disks, the `gce` section), the network and the scripts."""
 
-    name_prefix: str
-    project: str
-    region: str
-    zone: str
-    machine_type: str
-    node_count: int
-    provisioning: str
-    reservation_name: str
-    placement: str
-    ttl_seconds: int | None
-    termination_action: str
-    image: ImageRef
-    boot_disk_gb: int
-    labels: dict[str, str]
-    host_ips: list[str]
-    host: NicNetwork
-    additional: list[NicNetwork]
+    cfg: StackConfig
+    network: A4Network
     startup_script: str
     service_account: gcp.serviceaccount.Account
     # Metadata every VM gets besides the startup script and its rank keys (bucket, run id, bench).
-    common_metadata: dict[str, pulumi.Input[str]] = field(default_factory=dict)
-
-    @staticmethod
-    def from_config(
-        cfg: StackConfig,
-        network: A4Network,
-        startup_script: str,
-        service_account: gcp.serviceaccount.Account,
-        common_metadata: Mapping[str, pulumi.Input[str]] | None = None,
-    ) -> GceA4FleetArgs:
-        return GceA4FleetArgs(
-            name_prefix=cfg.name_prefix,
-            project=cfg.project,
-            region=cfg.region,
-            zone=cfg.zone,
-            machine_type=cfg.machine_type,
-            node_count=cfg.node_count,
-            provisioning=cfg.provisioning,
-            reservation_name=cfg.reservation_name,
-            placement=cfg.placement,
-            ttl_seconds=cfg.ttl_seconds,
-            termination_action=cfg.gce.termination_action,
-            image=cfg.gce.image_ref,
-            boot_disk_gb=cfg.boot_disk_gb,
-            labels={**cfg.labels, "deepep-a4-platform": "gce"},
-            host_ips=host_ips(cfg),
-            host=network.host,
-            additional=network.additional_networks,
-            startup_script=startup_script,
-            service_account=service_account,
-            common_metadata=dict(common_metadata or {}),
-        )
-
-    def name(self, suffix: str) -> str:
-        return f"{self.name_prefix}-{suffix}"
+    common_metadata: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
-def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
+def scheduling(cfg: StackConfig) -> gcp.compute.InstanceSchedulingArgs:
     """Scheduling of every VM from its provisioning model's row; the TTL (bill cap) applies to all models."""
-    model = provisioning.MODELS[args.provisioning]
-    ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=args.ttl_seconds) if args.ttl_seconds else None
+    model = provisioning.MODELS[cfg.provisioning]
+    ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=cfg.ttl_seconds) if cfg.ttl_seconds else None
     # Only an instance with a termination action may carry a max run duration; spot, flex-start and
     # reservation-bound VMs need one anyway.
-    action = model.termination_action or (args.termination_action if (ttl or model.gce_model != "STANDARD") else None)
+    action = model.termination_action or (
+        cfg.gce.termination_action if (ttl or model.gce_model != "STANDARD") else None
+    )
     # A VM stopped at its TTL keeps no local SSD data: GCE needs that choice for a VM with local SSD, and the
     # provider accepts only `true` (nothing of ours lives on the local SSDs).
     discard = (
@@ -186,13 +139,13 @@ def scheduling(args: GceA4FleetArgs) -> gcp.compute.InstanceSchedulingArgs:
     )
 
 
-def reservation_affinity(args: GceA4FleetArgs) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    affinity = provisioning.MODELS[args.provisioning].reservation_affinity
+def reservation_affinity(cfg: StackConfig) -> gcp.compute.InstanceReservationAffinityArgs | None:
+    affinity = provisioning.MODELS[cfg.provisioning].reservation_affinity
     if affinity == "SPECIFIC_RESERVATION":
         return gcp.compute.InstanceReservationAffinityArgs(
             type=affinity,
             specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
-                key=RESERVATION_KEY, values=[args.reservation_name]
+                key=RESERVATION_KEY, values=[cfg.reservation_name]
             ),
         )
     return gcp.compute.InstanceReservationAffinityArgs(type=affinity) if affinity else None
@@ -235,12 +188,14 @@ class GceA4Fleet(pulumi.ComponentResource):
     def __init__(self, name: str, args: GceA4FleetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gce:GceA4Fleet", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        n = args.node_count
+        cfg, host = args.cfg, args.network.host
+        n = cfg.node_count
+        ips = host_ips(cfg)
 
         self.service_account = args.service_account
 
         self.placement_policy = None
-        if args.placement == "compact" and not provisioning.MODELS[args.provisioning].placed_by_capacity:
+        if cfg.placement == "compact" and not provisioning.MODELS[cfg.provisioning].placed_by_capacity:
             # Google's A4 guidance (cloud.google.com/ai-hypercomputer/docs/placement-policy-and-workload-policy):
             # a compact policy without maxDistance places the VMs as close as capacity allows (best effort).
             # No vmCount: with it, exactly that many VMs must be created together (the provider's
@@ -249,28 +204,28 @@ class GceA4Fleet(pulumi.ComponentResource):
             # A reservation comes densely placed already; Google's blueprints add no policy to it.
             self.placement_policy = gcp.compute.ResourcePolicy(
                 f"{name}-placement",
-                name=args.name("compact"),
-                region=args.region,
+                name=cfg.name("compact"),
+                region=cfg.region,
                 description="Compact placement of the stack's A4 VMs: best effort, any number of VMs",
                 group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
                 opts=child,
             )
 
-        self.image = self._boot_image(name, args.image)
+        self.image = self._boot_image(name, cfg.gce.image_ref)
 
         self.addresses = [
             gcp.compute.Address(
                 f"{name}-ip-{i}",
-                name=args.name(f"vm-{i}-ip"),
-                region=args.region,
-                subnetwork=args.host.subnetwork.id,
+                name=cfg.name(f"vm-{i}-ip"),
+                region=cfg.region,
+                subnetwork=host.subnetwork.id,
                 address_type="INTERNAL",
                 purpose="GCE_ENDPOINT",
                 address=ip,
                 description=f"Host (nic0) address of VM {i}" + (": the benchmark master" if i == 0 else ""),
                 opts=child,
             )
-            for i, ip in enumerate(args.host_ips)
+            for i, ip in enumerate(ips)
         ]
 
         # Fixed names: a change that replaces a VM must delete the old one first (GPUs are scarce too).
@@ -288,7 +243,7 @@ class GceA4Fleet(pulumi.ComponentResource):
                 "enable-oslogin": "TRUE",
                 "deepep-rank": str(i),
                 "deepep-world-size": str(n),
-                "deepep-master-addr": args.host_ips[0],
+                "deepep-master-addr": ips[0],
                 # The boot image as chosen once: the results record it as what ran.
                 "deepep-image": self.image,
                 **args.common_metadata,
@@ -296,18 +251,20 @@ class GceA4Fleet(pulumi.ComponentResource):
             self.instances.append(
                 gcp.compute.Instance(
                     f"{name}-vm-{i}",
-                    name=instance_name(args.name_prefix, i),
-                    zone=args.zone,
-                    machine_type=args.machine_type,
+                    name=instance_name(cfg.name_prefix, i),
+                    zone=cfg.zone,
+                    machine_type=cfg.machine_type,
                     boot_disk=gcp.compute.InstanceBootDiskArgs(
                         auto_delete=True,
                         initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                            image=self.image, size=args.boot_disk_gb, type="hyperdisk-balanced"
+                            image=self.image, size=cfg.boot_disk_gb, type="hyperdisk-balanced"
                         ),
                     ),
-                    network_interfaces=network_interfaces(args.host, args.additional, self.addresses[i].address),
-                    scheduling=scheduling(args),
-                    reservation_affinity=reservation_affinity(args),
+                    network_interfaces=network_interfaces(
+                        host, args.network.additional_networks, self.addresses[i].address
+                    ),
+                    scheduling=scheduling(cfg),
+                    reservation_affinity=reservation_affinity(cfg),
                     resource_policies=self.placement_policy.self_link if self.placement_policy else None,
                     shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
                         # As on the GKE node pool: integrity monitoring on, secure boot off (the installer
@@ -320,7 +277,7 @@ class GceA4Fleet(pulumi.ComponentResource):
                         email=self.service_account.email, scopes=list(VM_SCOPES)
                     ),
                     metadata=metadata,
-                    labels={**args.labels, "deepep-a4-rank": str(i)},
+                    labels={**cfg.labels, "deepep-a4-platform": "gce", "deepep-a4-rank": str(i)},
                     desired_status="RUNNING",
                     # Never stop a VM to update it (see the module doc): such changes replace it instead.
                     allow_stopping_for_update=False,

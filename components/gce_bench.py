@@ -4,7 +4,10 @@ GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script tha
 
 1. writes the rendered installer (`components.installer.render_startup_script(cfg)`, target
    `/opt/deepep`), the benchmark runner (scripts/bench/, as scripts/payload.py lists it) and the stage
-   (scripts/gce/) under `/opt/deepep/gce/`, byte for byte as rendered here;
+   (scripts/gce/) under `/opt/deepep/gce/`, byte for byte as rendered here: they travel as the base64 of a
+   gzip'd tar (GCE allows 256 KiB per metadata value; as text they fill most of it), unpacked with
+   `base64 -d | gzip -d | tar` (all in every Ubuntu image) and checked against the sha256 list that the
+   script carries in plain text above the packed files;
 2. runs the installer, which resumes at its own markers and may reboot the VM once: it then exits 75
    ("reboot scheduled", not a failure), the script stops, starts again at the next boot and the
    installer carries on where it stopped;
@@ -19,9 +22,13 @@ the same text on every VM and a change of node count only changes metadata, neve
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import io
 import json
 import shlex
+import tarfile
 from typing import Any
 
 from components import installer
@@ -41,8 +48,9 @@ RESULTS_DIR = names.GCE_RESULTS_DIR
 STARTUP_LOG = names.GCE_STARTUP_LOG
 # The installer's exit code for "a reboot was scheduled; run me again after it".
 INSTALLER_REBOOT_EXIT = names.EXIT_REBOOT
-# GCE limits one metadata value to 256 KiB.
+# GCE limits one metadata value to 256 KiB; the script keeps to half of it, room for the installer to grow.
 METADATA_VALUE_LIMIT = 256 * 1024
+STARTUP_SCRIPT_BUDGET = METADATA_VALUE_LIMIT // 2
 
 
 def installer_script(cfg: StackConfig) -> str:
@@ -102,9 +110,53 @@ def shipped_files() -> dict[str, str]:
     return files
 
 
-def _heredoc(path: str, text: str, mode: str) -> str:
-    write = installer.heredoc(f"'{path}'", text, "DEEPEP_A4_EOF_")
-    return f"install -d -m 0755 \"$(dirname '{path}')\"\n{write}chmod {mode} '{path}'\n"
+def node_files(cfg: StackConfig) -> dict[str, tuple[str, int]]:
+    """Every file the startup script writes, {path under GCE_DIR: (text, mode)}."""
+    files = {"install.sh": (installer_script(cfg), 0o755)}
+    files.update({rel: (text, 0o644) for rel, text in shipped_files().items()})
+    return files
+
+
+def pack(files: dict[str, tuple[str, int]]) -> bytes:
+    """A gzip'd tar of the files, the same bytes for the same files (fixed times and owners, sorted names), so
+    an unchanged stack renders an unchanged script and `pulumi up` updates no VM."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for rel in sorted(files):
+            text, mode = files[rel]
+            data = text.encode()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            info.uname = info.gname = "root"
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+
+
+def write_files_function(files: dict[str, tuple[str, int]]) -> str:
+    """`write_files`: the list of files with their digests (plain text), then the files packed; it unpacks
+    them into $GCE_DIR and stops the script when one does not match its digest."""
+    sums = "".join(f"{hashlib.sha256(files[rel][0].encode()).hexdigest()}  {rel}\n" for rel in sorted(files))
+    packed = base64.encodebytes(pack(files)).decode()
+    return "".join(
+        [
+            "write_files() {\n",
+            "  # The files under $GCE_DIR (sha256, path), packed below as the base64 of a gzip'd tar.\n",
+            "  local sums\n",
+            f"  sums=\"$(cat <<'DEEPEP_A4_SUMS'\n{sums}DEEPEP_A4_SUMS\n)\"\n",
+            '  install -d -m 0755 "$GCE_DIR"\n',
+            "  if ! base64 -d <<'DEEPEP_A4_PACKED' | gzip -d | tar -x -m --no-same-owner -C \"$GCE_DIR\" -f -; then\n",
+            packed,
+            "DEEPEP_A4_PACKED\n",
+            '    echo "[gce] error: the files of this script do not unpack"\n',
+            "    exit 1\n",
+            "  fi\n",
+            '  if ! (cd "$GCE_DIR" && sha256sum --quiet --strict -c <<<"$sums"); then\n',
+            '    echo "[gce] error: a file under $GCE_DIR does not match the digest this script carries"\n',
+            "    exit 1\n",
+            "  fi\n",
+            "}\n",
+        ]
+    )
 
 
 def render_startup_script(cfg: StackConfig) -> str:
@@ -116,8 +168,6 @@ def render_startup_script(cfg: StackConfig) -> str:
         "EXIT_REBOOT": str(INSTALLER_REBOOT_EXIT),
         "CPU_NIC_HANDLER": "1" if cfg.nvshmem.nic_handler == "cpu" else "0",
     }
-    files = [_heredoc(f"{GCE_DIR}/install.sh", installer_script(cfg), "0755")]
-    files += [_heredoc(f"{GCE_DIR}/{rel}", text, "0644") for rel, text in shipped_files().items()]
     body = payload.gce_startup_script()
     shebang, _, rest = body.partition("\n")
     return "".join(
@@ -125,9 +175,7 @@ def render_startup_script(cfg: StackConfig) -> str:
             shebang + "\n",
             f"# stack {cfg.stack}: values and files rendered by components/gce_bench.py\n",
             *(f"{k}={shlex.quote(v)}\n" for k, v in values.items()),
-            "write_files() {\n",
-            *files,
-            "}\n",
+            write_files_function(node_files(cfg)),
             rest,
         ]
     )

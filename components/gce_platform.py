@@ -32,8 +32,8 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
 
     sa = vm_service_account("gce-vms", cfg.name_prefix, gcp_opts)
     bucket = bucket_name(cfg.name_prefix, cfg.project)
-    results = GceResultsBucket("gce-results", GceResultsBucketArgs.from_config(cfg, sa), gcp_opts)
-    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, sa.member, gcp_opts)
+    results = GceResultsBucket("gce-results", GceResultsBucketArgs(cfg, sa), gcp_opts)
+    store_grants = store_access(cfg, sa.member, gcp_opts)
 
     script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
     if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
@@ -53,7 +53,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     }
     fleet = GceA4Fleet(
         "gce",
-        GceA4FleetArgs.from_config(cfg, network, script, sa, common),
+        GceA4FleetArgs(cfg, network, script, sa, common),
         # The VMs write results from their first boot and use the store: the grants come first.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant, *store_grants])),
     )

@@ -28,14 +28,8 @@ def bucket_name(name_prefix: str, project: str) -> str:
 
 @dataclass(frozen=True)
 class GceResultsBucketArgs:
-    bucket_name: str
-    location: str
+    cfg: StackConfig
     writer: gcp.serviceaccount.Account  # the VMs' service account, the one account that may use the bucket
-    labels: dict[str, str]
-
-    @staticmethod
-    def from_config(cfg: StackConfig, writer: gcp.serviceaccount.Account) -> GceResultsBucketArgs:
-        return GceResultsBucketArgs(bucket_name(cfg.name_prefix, cfg.project), cfg.region, writer, cfg.labels)
 
 
 class GceResultsBucket(pulumi.ComponentResource):
@@ -46,11 +40,12 @@ class GceResultsBucket(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GceResultsBucketArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gce:GceResultsBucket", name, None, opts)
-        bucket_name, location, writer, labels = args.bucket_name, args.location, args.writer, args.labels
+        cfg, writer = args.cfg, args.writer
+        bucket, location, labels = bucket_name(cfg.name_prefix, cfg.project), cfg.region, cfg.labels
         child = pulumi.ResourceOptions(parent=self)
         self.bucket = gcp.storage.Bucket(
             name,
-            name=bucket_name,
+            name=bucket,
             location=location.upper(),
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",

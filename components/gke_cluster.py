@@ -54,39 +54,15 @@ MAINTENANCE_START = "09:00"
 
 @dataclass(frozen=True)
 class GkeClusterArgs:
-    """The cluster-relevant values of the stack config."""
+    """The stack config (its place, the `gke` section, the control plane's range) and what the cluster uses."""
 
-    name: str
-    project: str
-    region: str
-    zone: str
-    master_cidr: str
-    version: str
-    release_channel: str
-    dns_endpoint: bool
-    public_endpoint: bool
-    authorized_networks: tuple[str, ...]
-    deletion_protection: bool
+    cfg: StackConfig
     network: A4Network
     service_account: NodeServiceAccount
 
-    @staticmethod
-    def from_config(cfg: StackConfig, network: A4Network, service_account: NodeServiceAccount) -> GkeClusterArgs:
-        return GkeClusterArgs(
-            network=network,
-            service_account=service_account,
-            name=cfg.name("gke"),
-            project=cfg.project,
-            region=cfg.region,
-            zone=cfg.zone,
-            master_cidr=cfg.network.master_cidr,
-            version=cfg.gke.version,
-            release_channel=cfg.gke.release_channel,
-            dns_endpoint=cfg.gke.dns_endpoint,
-            public_endpoint=cfg.gke.public_endpoint,
-            authorized_networks=cfg.gke.authorized_networks,
-            deletion_protection=cfg.gke.deletion_protection,
-        )
+    @property
+    def name(self) -> str:
+        return self.cfg.name("gke")
 
 
 def choose_version(channel: str, location: str, offered: gcp.container.GetEngineVersionsResult) -> str:
@@ -145,10 +121,11 @@ def render_kubeconfig(context: str, server: str, ca_certificate: str | None) -> 
 
 def get_credentials_command(args: GkeClusterArgs) -> str:
     """What a user runs for kubectl: the same endpoint the stack's kubeconfig uses."""
-    command = f"gcloud container clusters get-credentials {args.name} --location {args.region} --project {args.project}"
-    if args.dns_endpoint:
+    cfg = args.cfg
+    command = f"gcloud container clusters get-credentials {args.name} --location {cfg.region} --project {cfg.project}"
+    if cfg.gke.dns_endpoint:
         return f"{command} --dns-endpoint"
-    return command if args.public_endpoint else f"{command} --internal-ip"
+    return command if cfg.gke.public_endpoint else f"{command} --internal-ip"
 
 
 def maintenance_policy(release_channel: str) -> gcp.container.ClusterMaintenancePolicyArgs | None:
@@ -197,15 +174,15 @@ class GkeCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:Cluster", name, None, opts)
-        network = args.network
+        network, cfg, gke = args.network, args.cfg, args.cfg.gke
 
-        if args.version:
-            self.version = pulumi.Output.from_input(args.version)
+        if gke.version:
+            self.version = pulumi.Output.from_input(gke.version)
         else:
             offered = gcp.container.get_engine_versions_output(
-                location=args.region, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
+                location=cfg.region, project=cfg.project, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            self.version = offered.apply(lambda o: choose_version(args.release_channel, args.region, o))
+            self.version = offered.apply(lambda o: choose_version(gke.release_channel, cfg.region, o))
 
         # Always present, even empty: it is what limits the public IP endpoint (and the private one to the VPC);
         # the DNS endpoint is authorized by IAM instead.
@@ -214,15 +191,15 @@ class GkeCluster(pulumi.ComponentResource):
                 gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                     cidr_block=cidr, display_name=f"gkeAuthorizedNetworks[{i}]"
                 )
-                for i, cidr in enumerate(args.authorized_networks)
+                for i, cidr in enumerate(gke.authorized_networks)
             ]
         )
         self.cluster = gcp.container.Cluster(
             name,
             name=args.name,
-            location=args.region,
+            location=cfg.region,
             # The temporary default pool (and nothing else) lands in the A4 zone only.
-            node_locations=[args.zone],
+            node_locations=[cfg.zone],
             network=network.host.network.id,
             subnetwork=network.host.subnetwork.id,
             networking_mode="VPC_NATIVE",
@@ -236,28 +213,28 @@ class GkeCluster(pulumi.ComponentResource):
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 # Off by default: the control plane has no public IP address.
-                enable_private_endpoint=not args.public_endpoint,
-                master_ipv4_cidr_block=args.master_cidr,
+                enable_private_endpoint=not gke.public_endpoint,
+                master_ipv4_cidr_block=cfg.network.master_cidr,
             ),
             control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
                 dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
-                    allow_external_traffic=args.dns_endpoint
+                    allow_external_traffic=gke.dns_endpoint
                 ),
                 # The nodes reach the control plane on its private IP endpoint.
                 ip_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigIpEndpointsConfigArgs(enabled=True),
             ),
             master_authorized_networks_config=authorized,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=f"{args.project}.svc.id.goog"
+                workload_pool=f"{cfg.project}.svc.id.goog"
             ),
-            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
             min_master_version=self.version,
-            maintenance_policy=maintenance_policy(args.release_channel),
+            maintenance_policy=maintenance_policy(gke.release_channel),
             remove_default_node_pool=True,
             initial_node_count=1,
             node_config=default_pool_config(args.service_account),
             # The provider defaults to true, which makes `pulumi destroy` fail: off unless the stack asks.
-            deletion_protection=args.deletion_protection,
+            deletion_protection=gke.deletion_protection,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 # The default pool's nodes boot with the node account's roles in place.
@@ -269,8 +246,8 @@ class GkeCluster(pulumi.ComponentResource):
             ),
         )
 
-        context = f"gke_{args.project}_{args.region}_{args.name}"
-        if args.dns_endpoint:
+        context = f"gke_{cfg.project}_{cfg.region}_{args.name}"
+        if gke.dns_endpoint:
             dns = self.cluster.control_plane_endpoints_config.apply(
                 lambda c: (c.dns_endpoint_config.endpoint if c and c.dns_endpoint_config else None) or ""
             )

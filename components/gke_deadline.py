@@ -16,6 +16,7 @@ terraform-provider-google, google/services/container/resource_container_node_poo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -27,9 +28,38 @@ from components.config import StackConfig
 # holds it. The account has no key: only Cloud Scheduler mints its tokens.
 DEADLINE_ROLE = "roles/container.clusterAdmin"
 GKE_API = "https://container.googleapis.com/v1"
-# Retried for an hour: a deletion GKE refuses while another operation runs on the cluster (an upgrade, a
-# repair) succeeds on a later attempt.
-RETRY = {"retry_count": 5, "min_backoff_duration": "120s", "max_backoff_duration": "900s"}
+# A deletion GKE refuses (another operation runs on the cluster: an upgrade, a repair; a quota) succeeds on a
+# later attempt. Cloud Scheduler retries "until both limits are reached" when retryCount and maxRetryDuration
+# are both set (https://cloud.google.com/scheduler/docs/configuring/retry-jobs): at most 5 retries (the API's
+# maximum) alone would end 44 minutes after the deadline, so the duration keeps it trying for 6 hours:
+# after 2, 6, 14, 29 and 44 minutes, then every 15 minutes (retry_offsets).
+RETRY_HOURS = 6
+RETRY = {
+    "retry_count": 5,
+    "max_retry_duration": f"{RETRY_HOURS * 3600}s",
+    "min_backoff_duration": "120s",
+    "max_backoff_duration": "900s",
+    "max_doublings": 2,
+}
+
+
+def retry_offsets(retry: dict[str, Any]) -> list[int]:
+    """Seconds after the first attempt at which Cloud Scheduler retries, by its documented backoff: the interval
+    starts at minBackoffDuration, doubles maxDoublings times, then grows by that last step, capped at
+    maxBackoffDuration; retries go on until retryCount retries are made and maxRetryDuration has passed."""
+    low, high = (int(str(retry[k]).removesuffix("s")) for k in ("min_backoff_duration", "max_backoff_duration"))
+    limit, count, doublings = (
+        int(str(retry["max_retry_duration"]).removesuffix("s")),
+        retry["retry_count"],
+        retry["max_doublings"],
+    )
+    offsets: list[int] = []
+    step, at = low, 0
+    while len(offsets) < count or at + min(step, high) <= limit:
+        at += min(step, high)
+        offsets.append(at)
+        step = step * 2 if len(offsets) <= doublings else step + low * 2**doublings
+    return offsets
 
 
 def account_id(name_prefix: str) -> str:
@@ -39,18 +69,10 @@ def account_id(name_prefix: str) -> str:
 
 @dataclass(frozen=True)
 class PoolDeadlineArgs:
-    project: str
-    region: str
-    name_prefix: str
+    cfg: StackConfig
     at: pulumi.Output[str]
     cluster: gcp.container.Cluster
     pool: gcp.container.NodePool
-
-    @staticmethod
-    def from_config(
-        cfg: StackConfig, at: pulumi.Output[str], cluster: gcp.container.Cluster, pool: gcp.container.NodePool
-    ) -> PoolDeadlineArgs:
-        return PoolDeadlineArgs(cfg.project, cfg.region, cfg.name_prefix, at, cluster, pool)
 
 
 class PoolDeadline(pulumi.ComponentResource):
@@ -63,29 +85,30 @@ class PoolDeadline(pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolDeadlineArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:PoolDeadline", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        cfg = args.cfg
         self.account = gcp.serviceaccount.Account(
             name,
-            account_id=account_id(args.name_prefix),
-            display_name=f"deepep-a4 deadline of {args.name_prefix}",
+            account_id=account_id(cfg.name_prefix),
+            display_name=f"deepep-a4 deadline of {cfg.name_prefix}",
             description="Cloud Scheduler deletes the stack's A4 node pool at its deadline as this account",
             opts=child,
         )
         self.grant = gcp.projects.IAMMember(
-            f"{name}-cluster-admin", project=args.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
+            f"{name}-cluster-admin", project=cfg.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
         )
         uri = pulumi.Output.format(
             "{0}/projects/{1}/locations/{2}/clusters/{3}/nodePools/{4}",
             GKE_API,
-            args.project,
+            cfg.project,
             args.cluster.location,
             args.cluster.name,
             args.pool.name,
         )
         self.job = gcp.cloudscheduler.Job(
             name,
-            name=f"{args.name_prefix}-a4-deadline",
+            name=f"{cfg.name_prefix}-a4-deadline",
             description=args.at.apply(lambda at: f"deletes the A4 node pool at the stack's deadline {at}"),
-            region=args.region,
+            region=cfg.region,
             schedule=args.at.apply(deadline.cron_at),
             time_zone="Etc/UTC",
             attempt_deadline="180s",

@@ -25,8 +25,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import artifacts
+from components import gke_objects as objects
 from components import gke_pod_security as security
-from components.config import StackConfig
 from components.gke_objects import (
     GIB_HOST_DIR,
     GIB_LABELS,
@@ -34,12 +34,6 @@ from components.gke_objects import (
     GIB_TIMEOUT_SECONDS,
     GPU_TOLERATION,
     NODE_SELECTOR,
-    child_opts,
-    daemon_set_metadata,
-    depends_of,
-    every_node_at_once,
-    k8s_spec,
-    no_ingress_policy,
 )
 from scripts import payload
 from scripts.bench.what_ran import GIB_VERSION_FILE
@@ -66,12 +60,9 @@ def init_env() -> list[dict[str, str]]:
 
 @dataclass(frozen=True)
 class GibArgs:
-    namespace: pulumi.Input[str]
+    """Nothing of the stack config changes the DaemonSet (ncclGib decides whether it exists): the namespace only."""
 
-    @staticmethod
-    def from_config(cfg: StackConfig, namespace: pulumi.Input[str]) -> GibArgs:
-        del cfg  # nothing of the stack changes the DaemonSet; ncclGib decides whether it exists
-        return GibArgs(namespace=namespace)
+    namespace: pulumi.Input[str]
 
 
 class GibInstaller(pulumi.ComponentResource):
@@ -85,18 +76,18 @@ class GibInstaller(pulumi.ComponentResource):
             f"{name}-script",
             metadata={"namespace": namespace, "labels": GIB_LABELS},
             data={INIT_SCRIPT: script},
-            opts=child_opts(self),
+            opts=objects.child_opts(self),
         )
         # The plugin's pods serve nothing: no ingress at all.
-        self.network_policy = no_ingress_policy(self, name, GIB_NAME, namespace, GIB_LABELS)
+        self.network_policy = objects.no_ingress_policy(self, name, GIB_NAME, namespace, GIB_LABELS)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
-            metadata=daemon_set_metadata(
+            metadata=objects.daemon_set_metadata(
                 GIB_NAME, namespace, GIB_LABELS, GIB_TIMEOUT_SECONDS, security.skip_annotations(security.GIB_SKIPS)
             ),
-            spec=k8s_spec(
+            spec=objects.k8s_spec(
                 {
-                    **every_node_at_once(GIB_NAME),
+                    **objects.every_node_at_once(GIB_NAME),
                     "template": {
                         "metadata": {"labels": GIB_LABELS},
                         "spec": {
@@ -155,6 +146,6 @@ class GibInstaller(pulumi.ComponentResource):
                 }
             ),
             # A component's depends_on does not reach its children: the DaemonSet names its own.
-            opts=child_opts(self, depends_on=depends_of(opts)),
+            opts=objects.child_opts(self, depends_on=objects.depends_of(opts)),
         )
         self.register_outputs({"name": self.daemon_set.metadata.name, "image": GIB_IMAGE})

@@ -78,22 +78,10 @@ READY_CHECK = ready_check("/deepep-state")
 
 @dataclass(frozen=True)
 class InstallerArgs:
-    namespace: pulumi.Input[str]
-    files: dict[str, str]  # the rendered installer, {relative path: text}
-    versions_hash: str
-    image: str
-    skips: dict[str, str]  # scanner findings this DaemonSet accepts, with the reason for each
+    """The stack config (what the installer renders from, the image it runs in) and the namespace."""
 
-    @staticmethod
-    def from_config(cfg: StackConfig, namespace: pulumi.Input[str]) -> InstallerArgs:
-        files = installer_files(cfg)
-        return InstallerArgs(
-            namespace=namespace,
-            files=files,
-            versions_hash=versions_hash(cfg, files),
-            image=security.image(cfg),
-            skips=security.INSTALLER_SKIPS | security.image_skips(cfg),
-        )
+    cfg: StackConfig
+    namespace: pulumi.Input[str]
 
 
 def init_env(versions: str) -> list[dict[str, Any]]:
@@ -117,9 +105,12 @@ class InstallerDaemonSet(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: InstallerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:InstallerDaemonSet", name, None, opts)
-        files = args.files
-        namespace = args.namespace
-        self.versions_hash = args.versions_hash
+        cfg, namespace = args.cfg, args.namespace
+        files = installer_files(cfg)  # the rendered installer, {relative path: text}
+        self.versions_hash = versions_hash(cfg, files)
+        image = security.image(cfg)
+        # Scanner findings this DaemonSet accepts, with the reason for each.
+        skips = security.INSTALLER_SKIPS | security.image_skips(cfg)
         script = artifacts.publish("gke/installer-daemonset/init.sh", payload.gke_installer_init())
 
         self.config_map = k8s.core.v1.ConfigMap(
@@ -164,7 +155,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                 namespace,
                 INSTALLER_LABELS,
                 INSTALL_TIMEOUT_SECONDS,
-                security.skip_annotations(args.skips),
+                security.skip_annotations(skips),
             ),
             spec=k8s_spec(
                 {
@@ -185,7 +176,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                             "init_containers": [
                                 {
                                     "name": "install",
-                                    "image": args.image,
+                                    "image": image,
                                     "command": ["bash", "/installer/daemonset-init.sh"],
                                     "env": env,
                                     "security_context": {"privileged": True},
@@ -199,7 +190,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                             "containers": [
                                 {
                                     "name": "ready",
-                                    "image": args.image,
+                                    "image": image,
                                     "command": [
                                         "sh",
                                         "-c",

@@ -67,12 +67,7 @@ def service_account_id(name_prefix: str) -> str:
 
 @dataclass(frozen=True)
 class NodeServiceAccountArgs:
-    project: str
-    name_prefix: str
-
-    @staticmethod
-    def from_config(cfg: StackConfig) -> NodeServiceAccountArgs:
-        return NodeServiceAccountArgs(cfg.project, cfg.name_prefix)
+    cfg: StackConfig
 
 
 class NodeServiceAccount(pulumi.ComponentResource):
@@ -83,7 +78,7 @@ class NodeServiceAccount(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:NodeServiceAccount", name, None, opts)
-        project, name_prefix = args.project, args.name_prefix
+        project, name_prefix = args.cfg.project, args.cfg.name_prefix
         child = pulumi.ResourceOptions(parent=self)
         self.account = gcp.serviceaccount.Account(
             name,
@@ -117,70 +112,24 @@ def node_identity(service_account: NodeServiceAccount, secure_boot: bool) -> dic
 
 @dataclass(frozen=True)
 class A4NodePoolArgs:
-    """The node-pool-relevant values of the stack config."""
+    """The stack config (shape, capacity, bill cap, disks, the `gke` section) and what the pool attaches to."""
 
-    location: str
-    zone: str
-    machine_type: str
-    accelerator: str
-    gpus: int
-    node_count: int
-    provisioning: str
-    reservation_name: str
-    placement: str
-    ttl_seconds: int | None
-    boot_disk_gb: int
-    local_ssd_count: int
-    gpu_driver: str
-    release_channel: str
-    resource_labels: dict[str, str]
+    cfg: StackConfig
     cluster: gcp.container.Cluster
     service_account: NodeServiceAccount
     additional_networks: Sequence[NicNetwork]
 
-    @staticmethod
-    def from_config(
-        cfg: StackConfig,
-        cluster: gcp.container.Cluster,
-        service_account: NodeServiceAccount,
-        additional_networks: Sequence[NicNetwork],
-    ) -> A4NodePoolArgs:
-        return A4NodePoolArgs(
-            cluster=cluster,
-            service_account=service_account,
-            additional_networks=additional_networks,
-            location=cfg.region,
-            zone=cfg.zone,
-            machine_type=cfg.machine_type,
-            accelerator=cfg.shape.accelerator,
-            gpus=cfg.shape.gpus,
-            node_count=cfg.node_count,
-            provisioning=cfg.provisioning,
-            reservation_name=cfg.reservation_name,
-            placement=cfg.placement,
-            ttl_seconds=cfg.ttl_seconds,
-            boot_disk_gb=cfg.boot_disk_gb,
-            local_ssd_count=cfg.local_ssd_count,
-            gpu_driver=cfg.gke.gpu_driver,
-            release_channel=cfg.gke.release_channel,
-            resource_labels=cfg.labels,
-        )
 
-    @property
-    def pool_name(self) -> str:
-        return self.machine_type
-
-
-def capacity_settings(args: A4NodePoolArgs) -> tuple[dict[str, Any], dict[str, Any]]:
+def capacity_settings(cfg: StackConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(node_config fields, node pool fields) of the provisioning model: how the machines are obtained."""
-    model = provisioning.MODELS[args.provisioning]
+    model = provisioning.MODELS[cfg.provisioning]
     node: dict[str, Any] = {model.gke_flag: True} if model.gke_flag else {}
-    pool: dict[str, Any] = {"node_count": args.node_count}
+    pool: dict[str, Any] = {"node_count": cfg.node_count}
     # Spot pools say NO_RESERVATION (provisioning.py): spot VMs never consume a reservation.
     affinity = model.gke_reservation_affinity or model.reservation_affinity
     if affinity == "SPECIFIC_RESERVATION":
         node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
-            consume_reservation_type=affinity, key=RESERVATION_KEY, values=[args.reservation_name]
+            consume_reservation_type=affinity, key=RESERVATION_KEY, values=[cfg.reservation_name]
         )
     elif affinity:
         node["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
@@ -192,12 +141,12 @@ def capacity_settings(args: A4NodePoolArgs) -> tuple[dict[str, Any], dict[str, A
         pool = {
             "initial_node_count": 0,
             "autoscaling": gcp.container.NodePoolAutoscalingArgs(
-                total_min_node_count=0, total_max_node_count=args.node_count, location_policy="ANY"
+                total_min_node_count=0, total_max_node_count=cfg.node_count, location_policy="ANY"
             ),
         }
-    if args.ttl_seconds is not None:
+    if cfg.ttl_seconds is not None:
         # The bill cap: GKE deletes each node this long after it was created.
-        node["max_run_duration"] = f"{args.ttl_seconds}s"
+        node["max_run_duration"] = f"{cfg.ttl_seconds}s"
     return node, pool
 
 
@@ -208,42 +157,43 @@ class A4NodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: A4NodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:A4NodePool", name, None, opts)
+        cfg = args.cfg
         cluster, service_account, additional_networks = args.cluster, args.service_account, args.additional_networks
-        node_capacity, pool_capacity = capacity_settings(args)
+        node_capacity, pool_capacity = capacity_settings(cfg)
         placement = None
-        if args.placement == "compact" and not provisioning.MODELS[args.provisioning].placed_by_capacity:
+        if cfg.placement == "compact" and not provisioning.MODELS[cfg.provisioning].placed_by_capacity:
             placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
         # With a release channel GKE keeps node auto-upgrade on; the cluster's maintenance exclusion
         # (gke_cluster.py) holds node upgrades back instead. Without a channel the pool may turn it off.
-        auto_upgrade = args.release_channel != "UNSPECIFIED"
+        auto_upgrade = cfg.gke.release_channel != "UNSPECIFIED"
         local_ssd = (
-            gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(local_ssd_count=args.local_ssd_count)
-            if args.local_ssd_count
+            gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(local_ssd_count=cfg.local_ssd_count)
+            if cfg.local_ssd_count
             else None
         )
         self.pool = gcp.container.NodePool(
             name,
-            name=args.pool_name,
+            name=cfg.machine_type,
             cluster=cluster.name,
-            location=args.location,
-            node_locations=[args.zone],
+            location=cfg.region,
+            node_locations=[cfg.zone],
             # The control plane's version when the pool is created (GKE's own default), shown in the plan;
             # later control-plane patches do not make `pulumi up` upgrade the nodes (ignore_changes below).
             version=cluster.master_version,
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=args.machine_type,
+                machine_type=cfg.machine_type,
                 guest_accelerators=[
                     gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-                        type=args.accelerator,
-                        count=args.gpus,
+                        type=cfg.shape.accelerator,
+                        count=cfg.shape.gpus,
                         gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                            gpu_driver_version=GPU_DRIVER_VERSIONS[args.gpu_driver]
+                            gpu_driver_version=GPU_DRIVER_VERSIONS[cfg.gke.gpu_driver]
                         ),
                     )
                 ],
                 image_type="UBUNTU_CONTAINERD",
                 disk_type="hyperdisk-balanced",
-                disk_size_gb=args.boot_disk_gb,
+                disk_size_gb=cfg.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
                 # No explicit gVNIC flag (field report R2's node-pool command has none): GKE documents that
                 # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
@@ -252,7 +202,7 @@ class A4NodePool(pulumi.ComponentResource):
                 **node_identity(service_account, secure_boot=False),
                 labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
                 # The provider's default labels stop at the pool: these mark the node VMs themselves.
-                resource_labels=args.resource_labels,
+                resource_labels=cfg.labels,
                 taints=[
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
@@ -276,7 +226,7 @@ class A4NodePool(pulumi.ComponentResource):
             # reboot (DOCA-OFED, PeerMappingOverride) leaves the node NotReady for 1-2 minutes, far below that,
             # so repair stays on: it replaces nodes that really fail. Flex-start VMs are handed out once.
             management=gcp.container.NodePoolManagementArgs(
-                auto_repair=args.provisioning != "flex-start", auto_upgrade=auto_upgrade
+                auto_repair=cfg.provisioning != "flex-start", auto_upgrade=auto_upgrade
             ),
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(
                 strategy="SURGE", max_surge=UPGRADE_MAX_SURGE, max_unavailable=UPGRADE_MAX_UNAVAILABLE
@@ -288,8 +238,11 @@ class A4NodePool(pulumi.ComponentResource):
                 # component waits for (the NAT their downloads need, the artifact store grant).
                 depends_on=[*depends_of(opts), *service_account.grants],
                 # The version is chosen once, at creation: a later `pulumi up` neither upgrades the nodes
-                # because the control plane moved nor undoes an upgrade GKE made.
-                ignore_changes=["version"],
+                # because the control plane moved nor undoes an upgrade GKE made. The local SSD block is tied
+                # to the machine type (A4 bundles its SSDs): Google's gke-node-pool module ignores it for that
+                # reason (cluster-toolkit modules/compute/gke-node-pool/main.tf, lifecycle ignore_changes,
+                # [TK-POOL] in docs/conformance.md), so GKE reporting it differently never replaces the pool.
+                ignore_changes=["version", "nodeConfig.ephemeralStorageLocalSsdConfig"],
             ),
         )
         self.register_outputs({"name": self.pool.name})
@@ -297,17 +250,9 @@ class A4NodePool(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class SystemNodePoolArgs:
+    cfg: StackConfig
     cluster: gcp.container.Cluster
-    location: str
-    zone: str
     service_account: NodeServiceAccount
-    resource_labels: dict[str, str]
-
-    @staticmethod
-    def from_config(
-        cfg: StackConfig, cluster: gcp.container.Cluster, service_account: NodeServiceAccount
-    ) -> SystemNodePoolArgs:
-        return SystemNodePoolArgs(cluster, cfg.region, cfg.zone, service_account, cfg.labels)
 
 
 class SystemNodePool(pulumi.ComponentResource):
@@ -317,8 +262,8 @@ class SystemNodePool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SystemNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:SystemNodePool", name, None, opts)
-        cluster, location, zone = args.cluster, args.location, args.zone
-        service_account, resource_labels = args.service_account, args.resource_labels
+        cluster, location, zone = args.cluster, args.cfg.region, args.cfg.zone
+        service_account, resource_labels = args.service_account, args.cfg.labels
         self.pool = gcp.container.NodePool(
             name,
             name=SYSTEM_POOL_NAME,

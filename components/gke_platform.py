@@ -33,18 +33,18 @@ def build_gke_platform(
 ) -> dict[str, Any]:
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
     # First: even the cluster's temporary default pool runs as the node account.
-    nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
-    gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network, nodes_sa), gcp_opts)
-    system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
-    store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
+    nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs(cfg), gcp_opts)
+    gke = GkeCluster("gke", GkeClusterArgs(cfg, network, nodes_sa), gcp_opts)
+    system = SystemNodePool("gke-system", SystemNodePoolArgs(cfg, gke.cluster, nodes_sa), gcp_opts)
+    store_grants = store_access(cfg, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
-        A4NodePoolArgs.from_config(cfg, gke.cluster, nodes_sa, network.additional_networks),
+        A4NodePoolArgs(cfg, gke.cluster, nodes_sa, network.additional_networks),
         # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
     )
     if deadline:
-        PoolDeadline("gke-deadline", PoolDeadlineArgs.from_config(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
+        PoolDeadline("gke-deadline", PoolDeadlineArgs(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
     multinet = GkeMultiNetwork(
         "gke-net",
         GkeMultiNetworkArgs(cfg.name_prefix, network.additional_networks),

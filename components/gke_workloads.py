@@ -114,14 +114,14 @@ class GkeWorkloads(pulumi.ComponentResource):
         )
         self.installer = InstallerDaemonSet(
             f"{name}-installer",
-            InstallerArgs.from_config(cfg, ns),
+            InstallerArgs(cfg, ns),
             pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
         )
         self.gib: GibInstaller | None = None
         if cfg.installer.nccl_gib:
             self.gib = GibInstaller(
                 f"{name}-gib",
-                GibArgs.from_config(cfg, ns),
+                GibArgs(ns),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
             )
         # Pulumi waits for each DaemonSet to be Ready: every node installed, every node with the gIB plugin.

@@ -8,6 +8,7 @@ The RoCE VPC is zonal and takes only MRDMA NICs, so the two gVNIC VPCs are separ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -27,18 +28,9 @@ def roce_network_profile(project: str, zone: str) -> str:
 
 @dataclass(frozen=True)
 class A4NetworkArgs:
-    project: str
-    region: str
-    zone: str
-    cidrs: NetworkConfig
-    name_prefix: str
+    """The network reads the stack's place (project, region, zone, names) and its `network` section."""
 
-    @staticmethod
-    def from_config(cfg: StackConfig) -> A4NetworkArgs:
-        return A4NetworkArgs(cfg.project, cfg.region, cfg.zone, cfg.network, cfg.name_prefix)
-
-    def name(self, suffix: str) -> str:
-        return f"{self.name_prefix}-{suffix}"
+    cfg: StackConfig
 
 
 @dataclass(frozen=True)
@@ -60,22 +52,36 @@ class A4Network(pulumi.ComponentResource):
     def __init__(self, name: str, args: A4NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:network:A4Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        c = args.cidrs
+        cfg = args.cfg
+        c: NetworkConfig = cfg.network
 
-        host_net = gcp.compute.Network(
-            f"{name}-host",
-            name=args.name("host"),
-            auto_create_subnetworks=False,
-            mtu=A4_MTU,
-            description="A4 nic0: nodes, GKE pods and services",
-            opts=child,
-        )
-        host_subnet = gcp.compute.Subnetwork(
-            f"{name}-host",
-            name=args.name("host"),
-            region=args.region,
-            network=host_net.id,
-            ip_cidr_range=c.host_cidr,
+        def vpc(suffix: str, description: str, profile: str | None = None) -> gcp.compute.Network:
+            return gcp.compute.Network(
+                f"{name}-{suffix}",
+                name=cfg.name(suffix),
+                auto_create_subnetworks=False,
+                mtu=A4_MTU,
+                network_profile=profile,
+                description=description,
+                opts=child,
+            )
+
+        def subnet(suffix: str, network: gcp.compute.Network, cidr: str, **extra: Any) -> gcp.compute.Subnetwork:
+            return gcp.compute.Subnetwork(
+                f"{name}-{suffix}",
+                name=cfg.name(suffix),
+                region=cfg.region,
+                network=network.id,
+                ip_cidr_range=cidr,
+                opts=child,
+                **extra,
+            )
+
+        host_net = vpc("host", "A4 nic0: nodes, GKE pods and services")
+        host_subnet = subnet(
+            "host",
+            host_net,
+            c.host_cidr,
             private_ip_google_access=True,
             secondary_ip_ranges=[
                 gcp.compute.SubnetworkSecondaryIpRangeArgs(range_name=PODS_RANGE_NAME, ip_cidr_range=c.pods_cidr),
@@ -83,58 +89,26 @@ class A4Network(pulumi.ComponentResource):
                     range_name=SERVICES_RANGE_NAME, ip_cidr_range=c.services_cidr
                 ),
             ],
-            opts=child,
         )
         self.host = NicNetwork(host_net, host_subnet)
 
-        gvnic_net = gcp.compute.Network(
-            f"{name}-gvnic",
-            name=args.name("gvnic"),
-            auto_create_subnetworks=False,
-            mtu=A4_MTU,
-            description="A4 nic1: the second gVNIC NIC needs a VPC of its own",
-            opts=child,
-        )
-        gvnic_subnet = gcp.compute.Subnetwork(
-            f"{name}-gvnic",
-            name=args.name("gvnic"),
-            region=args.region,
-            network=gvnic_net.id,
-            ip_cidr_range=c.gvnic_cidr,
-            private_ip_google_access=True,
-            opts=child,
-        )
+        gvnic_net = vpc("gvnic", "A4 nic1: the second gVNIC NIC needs a VPC of its own")
+        gvnic_subnet = subnet("gvnic", gvnic_net, c.gvnic_cidr, private_ip_google_access=True)
         self.gvnic = NicNetwork(gvnic_net, gvnic_subnet)
 
-        self.rdma_network = gcp.compute.Network(
-            f"{name}-rdma",
-            name=args.name("rdma"),
-            auto_create_subnetworks=False,
-            mtu=A4_MTU,
-            network_profile=roce_network_profile(args.project, args.zone),
-            description=f"A4 nic2-9: RoCE VPC of zone {args.zone}",
-            opts=child,
+        self.rdma_network = vpc(
+            "rdma", f"A4 nic2-9: RoCE VPC of zone {cfg.zone}", roce_network_profile(cfg.project, cfg.zone)
         )
-        self.rdma_subnets = [
-            gcp.compute.Subnetwork(
-                f"{name}-rdma-{i}",
-                name=args.name(f"rdma-{i}"),
-                region=args.region,
-                network=self.rdma_network.id,
-                ip_cidr_range=cidr,
-                opts=child,
-            )
-            for i, cidr in enumerate(c.rdma_subnet_cidrs)
-        ]
+        self.rdma_subnets = [subnet(f"rdma-{i}", self.rdma_network, cidr) for i, cidr in enumerate(c.rdma_subnet_cidrs)]
 
         # Private nodes have no external IP: NAT is how they reach apt, PyPI and GitHub.
         self.router = gcp.compute.Router(
-            f"{name}-router", name=args.name("router"), region=args.region, network=host_net.id, opts=child
+            f"{name}-router", name=cfg.name("router"), region=cfg.region, network=host_net.id, opts=child
         )
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
-            name=args.name("nat"),
-            region=args.region,
+            name=cfg.name("nat"),
+            region=cfg.region,
             router=self.router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
@@ -144,15 +118,15 @@ class A4Network(pulumi.ComponentResource):
 
         self.firewalls = [
             _allow_internal(
-                f"{name}-host-internal", args.name("host-internal"), host_net, [c.host_cidr, c.pods_cidr], child
+                f"{name}-host-internal", cfg.name("host-internal"), host_net, [c.host_cidr, c.pods_cidr], child
             ),
-            _allow_internal(f"{name}-gvnic-internal", args.name("gvnic-internal"), gvnic_net, [c.gvnic_cidr], child),
+            _allow_internal(f"{name}-gvnic-internal", cfg.name("gvnic-internal"), gvnic_net, [c.gvnic_cidr], child),
         ]
         if c.ssh_via_iap:
             self.firewalls.append(
                 gcp.compute.Firewall(
                     f"{name}-iap-ssh",
-                    name=args.name("iap-ssh"),
+                    name=cfg.name("iap-ssh"),
                     network=host_net.id,
                     direction="INGRESS",
                     source_ranges=[IAP_SOURCE_RANGE],

@@ -4,7 +4,9 @@
 objects under the store's prefix, nothing else. The grant is on the bucket with an IAM condition on the
 object name, so a bucket shared with other data stays closed to the nodes. objectCreator cannot
 overwrite or delete (that needs storage.objects.delete), which with the nodes' create-only requests
-makes every object write-once.
+makes every object write-once. Before it grants anything, it reads the bucket (`check_store_bucket`):
+a store the nodes could never read stops the deployment with one line instead of failing on the grant
+or, worse, on every node's install.
 
 `ArtifactStoreBucket` (the store's own small Pulumi project, `store/`): a bucket that outlives the
 benchmark stacks, with uniform bucket-level access (IAM conditions need it), public access prevention,
@@ -19,6 +21,8 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
+
+from components.config import StackConfig
 
 READ_ROLE = "roles/storage.objectViewer"
 CREATE_ROLE = "roles/storage.objectCreator"
@@ -45,6 +49,48 @@ class StoreAccessArgs:
     store_url: str
     member: pulumi.Input[str]  # serviceAccount:EMAIL of the nodes
     publish: bool  # nodes may create objects (otherwise read only)
+    project: str  # the stack's project: a store bucket elsewhere needs its owner's IAM policy
+
+
+def _reason(err: Exception) -> str:
+    """The provider's own words, on one line (the invoke error wraps Cloud Storage's message)."""
+    text = " ".join(str(err).split())
+    return text.removeprefix("invoke of ").split(" failed: ", 1)[-1][:300]
+
+
+def check_store_bucket(url: str, project: str, parent: pulumi.Resource) -> None:
+    """Stops the deployment (pulumi.RunError, one line) when the nodes could not read the store.
+
+    Cloud Storage answers for the bucket itself: a missing bucket, or one this deployment may not see, fails
+    `buckets.get` (the data source returns that error: terraform-provider-google,
+    google/services/storage/data_source_google_storage_bucket.go). The bucket's project is compared by
+    number: the data source's `project` falls back to the provider's project when it cannot look the number
+    up, `project_number` comes from the bucket. A bucket of another project is usable only when this
+    deployment can change its IAM policy, which the grant below does; reading that policy is the check.
+    """
+    bucket, _ = split_store_url(url)
+    opts = pulumi.InvokeOptions(parent=parent)
+    key = f"deepep-a4:artifactStore = {url!r}"
+    try:
+        found = gcp.storage.get_bucket(name=bucket, opts=opts)
+    except Exception as err:  # the invoke's error is a plain Exception carrying the API's message
+        raise pulumi.RunError(
+            f"{key}: bucket {bucket} cannot be read ({_reason(err)}): create it with the store project "
+            "(store/, docs/store.md), or set artifactStore to '' to build on every node"
+        ) from None
+    if found.project_number is None:  # not known in a preview: `pulumi up` checks
+        return
+    own = gcp.organizations.get_project(project_id=project, opts=opts)
+    if str(found.project_number) == str(own.number):
+        return
+    try:
+        gcp.storage.get_bucket_iam_policy(bucket=bucket, opts=opts)
+    except Exception as err:
+        raise pulumi.RunError(
+            f"{key}: bucket {bucket} belongs to project number {found.project_number}, not to {project} "
+            f"({own.number}), and this deployment cannot grant the nodes access to it ({_reason(err)}): use a "
+            f"bucket of {project} (store/, docs/store.md), or get roles/storage.admin on {bucket} from its owner"
+        ) from None
 
 
 class StoreAccess(pulumi.ComponentResource):
@@ -54,6 +100,7 @@ class StoreAccess(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StoreAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:store:StoreAccess", name, None, opts)
+        check_store_bucket(args.store_url, args.project, self)
         bucket, prefix = split_store_url(args.store_url)
         child = pulumi.ResourceOptions(parent=self)
         roles = [READ_ROLE, CREATE_ROLE] if args.publish else [READ_ROLE]
@@ -125,23 +172,46 @@ class ArtifactStoreBucket(pulumi.ComponentResource):
         self.register_outputs({"url": self.url})
 
 
-def store_access(
-    cfg_store_url: str, publish: bool, member: pulumi.Input[str], opts: pulumi.ResourceOptions
-) -> list[pulumi.Resource]:
+def store_name_warning(cfg: StackConfig) -> str:
+    """One line when the store's bucket does not look like the stack project's (its name lacks the project
+    id), else "". The offline plan cannot read the bucket; `pulumi up` does (check_store_bucket)."""
+    if not cfg.installer.store_url:
+        return ""
+    bucket, _ = split_store_url(cfg.installer.store_url)
+    if cfg.project in bucket:
+        return ""
+    return (
+        f"WARNING: artifactStore bucket {bucket} does not name project {cfg.project}: `pulumi up` reads its project "
+        "and stops unless this deployment can grant the nodes access to it (docs/store.md)"
+    )
+
+
+def store_access(cfg: StackConfig, member: pulumi.Input[str], opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
     """The grants a platform's nodes need before they start (none without a store)."""
-    if not cfg_store_url:
+    store = cfg.installer
+    if not store.store_url:
         return []
-    return list(StoreAccess("store", StoreAccessArgs(cfg_store_url, member, publish), opts).grants)
+    args = StoreAccessArgs(store.store_url, member, store.store_publish, cfg.project)
+    return list(StoreAccess("store", args, opts).grants)
 
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+# A project id (6-30 characters: lowercase letters, digits, hyphens; a letter first), optionally domain-scoped.
+_PROJECT_RE = re.compile(r"^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+# What store/Pulumi.demo.yaml holds until the user sets theirs: no project can be named so.
+STORE_PROJECT_PLACEHOLDER = "SET-YOUR-PROJECT"
 
 
 def store_settings(config: Any) -> ArtifactStoreBucketArgs:
     """The store project's config (pulumi.Config("deepep-a4-store")), checked; ValueError names the key."""
     project = config.get("project") or ""
-    if not project:
-        raise ValueError("deepep-a4-store:project is required: pulumi config set deepep-a4-store:project <id>")
+    set_yours = "pulumi config set deepep-a4-store:project YOUR-PROJECT"
+    if not project or project == STORE_PROJECT_PLACEHOLDER:
+        raise ValueError(f"deepep-a4-store:project is {project or 'not set'}: set yours ({set_yours})")
+    if not _PROJECT_RE.match(project):
+        raise ValueError(
+            f"deepep-a4-store:project {project!r} is not a project id (6-30 chars: a-z 0-9 -): {set_yours}"
+        )
     bucket = config.get("bucket") or f"{project}-artifacts"
     if not _BUCKET_RE.match(bucket):
         raise ValueError(f"deepep-a4-store:bucket {bucket!r} is not a bucket name (3-63 chars: a-z 0-9 _ . -)")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -42,23 +43,18 @@ def _level(name: str) -> EnforcementLevel:
     return EnforcementLevel.ADVISORY if name in rules.ADVISORY_RULES else EnforcementLevel.MANDATORY
 
 
+def _common(name: str, description: str) -> dict[str, Any]:
+    """What every policy of the pack says besides its validator."""
+    return {"name": name, "description": description, "enforcement_level": _level(name)}
+
+
 def policies() -> list[Policy]:
     out: list[Policy] = [
-        ResourceValidationPolicy(
-            name=name,
-            description=description,
-            validate=_resource_validator(rule),
-            enforcement_level=_level(name),
-        )
+        ResourceValidationPolicy(validate=_resource_validator(rule), **_common(name, description))
         for name, (description, rule) in rules.RESOURCE_RULES.items()
     ]
     out += [
-        StackValidationPolicy(
-            name=name,
-            description=description,
-            validate=_stack_validator(rule),
-            enforcement_level=_level(name),
-        )
+        StackValidationPolicy(validate=_stack_validator(rule), **_common(name, description))
         for name, (description, rule) in rules.STACK_RULES.items()
     ]
     return out

@@ -23,7 +23,7 @@ from typing import Any
 import click
 import pulumi
 
-from components import config, gke_gib, installer
+from components import config, gke_gib, installer, store
 from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
 
@@ -291,6 +291,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
             f"WARNING: project {cfg.project} is the stack files' placeholder: set yours before `pulumi up` "
             f"(pulumi config set {config.PROJECT_NAME}:project YOUR-PROJECT -s {stack})"
         )
+    if warning := store.store_name_warning(cfg):
+        print(warning)
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
     print(f"{len(custom)} resources, {written} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)")
     return 0

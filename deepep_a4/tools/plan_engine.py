@@ -151,7 +151,25 @@ class PlanMocks(pulumi.runtime.Mocks):
             return _mock_image(dict(args.args)), []
         if invoke == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": self.project, "region": "", "zone": ""}, []
+        if invoke == "gcp:storage/getBucket:getBucket":
+            return self.bucket(str(args.args.get("name")))
+        if invoke == "gcp:storage/getBucketIamPolicy:getBucketIamPolicy":
+            bucket = str(args.args.get("bucket"))
+            return {"bucket": f"b/{bucket}", "etag": "CAE=", "policyData": '{"bindings":[]}', "id": f"b/{bucket}"}, []
         return {}, []
+
+    def bucket(self, name: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """A MOCK of Cloud Storage's answer for the artifact store's bucket, not a fact: a bucket of the
+        stack's project. The offline plan cannot see the real one; `pulumi up` reads it (components/store.py).
+        Tests replace this method to answer as Cloud Storage does for a missing or a foreign bucket."""
+        return {
+            "name": name,
+            "project": self.project,
+            "projectNumber": int(MOCK_PROJECT_NUMBER),
+            "url": f"gs://{name}",
+            "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}",
+            "uniformBucketLevelAccess": True,
+        }, []
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -99,6 +100,12 @@ def infer_test(lines: Iterable[tuple[int, str]]) -> str | None:
         if test in found:
             return test
     return None
+
+
+def rank_record(test: str | None, line: int, m: re.Match[str], name: str, **groups: str) -> dict[str, Any]:
+    """A low-latency test's per-rank record: its values named as the keywords, read from the match's groups."""
+    values = {key: bench_records.num(m[group]) for key, group in groups.items()}
+    return bench_records.record(test, "rank", name, line, rank=int(m["rank"]), values=values)
 
 
 def parse_segment(seg: bench_records.Segment) -> list[dict[str, Any]]:
@@ -216,59 +223,14 @@ def parse_segment(seg: bench_records.Segment) -> list[dict[str, Any]]:
                 pending_sweeps.append(rec)
                 out.append(rec)
         elif m := bench_patterns.RE_LL_BOTH.match(line):
-            out.append(
-                bench_records.record(
-                    test,
-                    "rank",
-                    "dispatch+combine",
-                    n,
-                    rank=int(m["rank"]),
-                    values={
-                        "bw": bench_records.num(m["bw"]),
-                        "avg_t": bench_records.num(m["avg"]),
-                        "min_t": bench_records.num(m["min"]),
-                        "max_t": bench_records.num(m["max"]),
-                    },
-                )
-            )
+            out.append(rank_record(test, n, m, "dispatch+combine", bw="bw", avg_t="avg", min_t="min", max_t="max"))
         elif m := bench_patterns.RE_LL_SPLIT.match(line):
-            rank = int(m["rank"])
-            out.append(
-                bench_records.record(
-                    test,
-                    "rank",
-                    "dispatch",
-                    n,
-                    rank=rank,
-                    values={"bw": bench_records.num(m["d_bw"]), "avg_t": bench_records.num(m["d_t"])},
-                )
-            )
-            out.append(
-                bench_records.record(
-                    test,
-                    "rank",
-                    "combine",
-                    n,
-                    rank=rank,
-                    values={"bw": bench_records.num(m["c_bw"]), "avg_t": bench_records.num(m["c_t"])},
-                )
-            )
+            out.append(rank_record(test, n, m, "dispatch", bw="d_bw", avg_t="d_t"))
+            out.append(rank_record(test, n, m, "combine", bw="c_bw", avg_t="c_t"))
         elif m := bench_patterns.RE_LL_SENDRECV.match(line):
-            rank = int(m["rank"])
             for op in ("d", "c"):
-                out.append(
-                    bench_records.record(
-                        test,
-                        "rank",
-                        f"{'dispatch' if op == 'd' else 'combine'} send/recv",
-                        n,
-                        rank=rank,
-                        values={
-                            "send": bench_records.num(m[f"{op}_send"]),
-                            "recv": bench_records.num(m[f"{op}_recv"]),
-                        },
-                    )
-                )
+                name = f"{'dispatch' if op == 'd' else 'combine'} send/recv"
+                out.append(rank_record(test, n, m, name, send=f"{op}_send", recv=f"{op}_recv"))
         elif m := bench_patterns.RE_ALLOC.match(line):
             out.append(bench_records.record(test, "config", "buffer", n, values={"buffer": bench_records.num(m["mb"])}))
         elif m := bench_patterns.RE_NCCL.match(line):

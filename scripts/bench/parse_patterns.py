@@ -44,18 +44,25 @@ _INTER_BODY = (
 )
 RE_INTER_SWEEP = re.compile(r"^\[tuning\] " + _INTER_BODY)
 RE_INTER_BEST = re.compile(r"^\[tuning\] Best (?P<op>dispatch|combine)(?: \((?P<dtype>FP8|BF16)\))?: " + _INTER_BODY)
-RE_LL_BOTH = re.compile(
-    rf"^\[rank (?P<rank>\d+)\] Dispatch \+ combine bandwidth: (?P<bw>{_N}) GB/s, avg_t=(?P<avg>{_N}) us, "
-    rf"min_t=(?P<min>{_N}) us, max_t=(?P<max>{_N}) us$"
+
+
+def _rank_line(what: str) -> re.Pattern[str]:
+    """A low-latency test's per-rank line: `[rank R] <what>`."""
+    return re.compile(rf"^\[rank (?P<rank>\d+)\] {what}$")
+
+
+def _dispatch_combine(what: str, body: str) -> re.Pattern[str]:
+    """`[rank R] Dispatch <what>: <body> | Combine <what>: <body>`, the groups of each side named d_* and c_*."""
+    side = {op: body.replace("(?P<", f"(?P<{op}_") for op in ("d", "c")}
+    return _rank_line(rf"Dispatch {what}: {side['d']} \| Combine {what}: {side['c']}")
+
+
+RE_LL_BOTH = _rank_line(
+    rf"Dispatch \+ combine bandwidth: (?P<bw>{_N}) GB/s, avg_t=(?P<avg>{_N}) us, "
+    rf"min_t=(?P<min>{_N}) us, max_t=(?P<max>{_N}) us"
 )
-RE_LL_SPLIT = re.compile(
-    rf"^\[rank (?P<rank>\d+)\] Dispatch bandwidth: (?P<d_bw>{_N}) GB/s, avg_t=(?P<d_t>{_N}) us \| "
-    rf"Combine bandwidth: (?P<c_bw>{_N}) GB/s, avg_t=(?P<c_t>{_N}) us$"
-)
-RE_LL_SENDRECV = re.compile(
-    rf"^\[rank (?P<rank>\d+)\] Dispatch send/recv time: (?P<d_send>{_N}) \+ (?P<d_recv>{_N}) us \| "
-    rf"Combine send/recv time: (?P<c_send>{_N}) \+ (?P<c_recv>{_N}) us$"
-)
+RE_LL_SPLIT = _dispatch_combine("bandwidth", rf"(?P<bw>{_N}) GB/s, avg_t=(?P<t>{_N}) us")
+RE_LL_SENDRECV = _dispatch_combine("send/recv time", rf"(?P<send>{_N}) \+ (?P<recv>{_N}) us")
 RE_ALLOC = re.compile(rf"^Allocating buffer size: (?P<mb>{_N}) MB \.\.\.$")
 RE_SEED = re.compile(r"^Testing with seed (?P<seed>\d+) \.\.\.$")
 RE_REF_HASH = re.compile(r"^ref_hash=-?\d+$")

@@ -40,37 +40,25 @@ from pathlib import Path
 from typing import Any, TextIO
 
 try:  # in the package (tests) or flat in the folder the files were shipped to (pods, VMs)
+    from scripts.bench import bench_env, nccl_check, preflight
     from scripts.bench import parse as bench_parse
-    from scripts.bench.bench_env import (
-        DEEPEP_SCRIPTS,
-        DEFAULT_PORT,
-        IB_SYSFS,
-        build_env,
-        log,
-        nic_record,
-        nic_tx_bytes,
-        stream_process,
-    )
-    from scripts.bench.nccl_check import nccl_worker_main
-    from scripts.bench.preflight import RDMA_TESTS, device_problem
-    from scripts.bench.settings import MAX_REPEATS, RunnerSettings
-    from scripts.bench.what_ran import transport_of, what_ran
+    from scripts.bench import settings as bench_settings
+    from scripts.bench import what_ran as bench_ran
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
+    import bench_env  # type: ignore[no-redef]
+    import nccl_check  # type: ignore[no-redef]
     import parse as bench_parse  # type: ignore[no-redef]
-    from bench_env import (  # type: ignore[no-redef]
-        DEEPEP_SCRIPTS,
-        DEFAULT_PORT,
-        IB_SYSFS,
-        build_env,
-        log,
-        nic_record,
-        nic_tx_bytes,
-        stream_process,
-    )
-    from nccl_check import nccl_worker_main  # type: ignore[no-redef]
-    from preflight import RDMA_TESTS, device_problem  # type: ignore[no-redef]
-    from settings import MAX_REPEATS, RunnerSettings  # type: ignore[no-redef]
-    from what_ran import transport_of, what_ran  # type: ignore[no-redef]
+    import preflight  # type: ignore[no-redef]
+    import settings as bench_settings  # type: ignore[no-redef]
+    import what_ran as bench_ran  # type: ignore[no-redef]
+
+DEEPEP_SCRIPTS, DEFAULT_PORT, IB_SYSFS = bench_env.DEEPEP_SCRIPTS, bench_env.DEFAULT_PORT, bench_env.IB_SYSFS
+build_env, log, stream_process = bench_env.build_env, bench_env.log, bench_env.stream_process
+nic_record, nic_tx_bytes = bench_env.nic_record, bench_env.nic_tx_bytes
+nccl_worker_main = nccl_check.nccl_worker_main
+RDMA_TESTS, device_problem = preflight.RDMA_TESTS, preflight.device_problem
+MAX_REPEATS, RunnerSettings = bench_settings.MAX_REPEATS, bench_settings.RunnerSettings
+transport_of, what_ran = bench_ran.transport_of, bench_ran.what_ran
 
 # The runner ships without scripts/names.py; these equal its EXIT_* (tests/scripts/test_bench_runner.py checks).
 EXIT_OK, EXIT_FAILED, EXIT_UNPROVEN = 0, 1, 3

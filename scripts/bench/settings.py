@@ -16,7 +16,7 @@ CHOICES = {"platform": ("", "gke", "gce"), "pod_networking": ("", "hostNetwork",
 
 
 @dataclass(frozen=True)
-class RunnerSettings:
+class DeepEPArgs:
     """DeepEP test arguments per node; the defaults are DeepEP's own test defaults (tests/test_*.py)."""
 
     processes: int = 8
@@ -28,6 +28,12 @@ class RunnerSettings:
     low_latency_experts: int = 288
     internode_tokens: int = 4096
     internode_experts: int = 256
+
+
+@dataclass(frozen=True)
+class RunnerSettings(DeepEPArgs):
+    """The DeepEP test arguments (first, in their order) and how the runner runs the tests."""
+
     timeout_minutes: float = 30
     # RDMA NICs of the machine type: a pod must see this many HCAs before an RDMA test (preflight.py).
     hcas: int = 8

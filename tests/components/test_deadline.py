@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pulumi
@@ -11,7 +12,7 @@ import pytest
 
 from components import deadline, gke_deadline
 from deepep_a4.tools import plan_engine
-from tests.conftest import of_type, one, plan, stack_config
+from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 JOB = "gcp:cloudscheduler/job:Job"
 STASH = "pulumi:index:Stash"
@@ -101,3 +102,17 @@ def test_a_refused_deadline_creates_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(Exception, match="deadline 2026-01-01T00:00:00Z has passed"):
         plan_engine.run_program("gke-b200", stack_config("gke-b200"))
     assert created == [STASH]
+
+
+def test_the_deadline_job_retries_a_refused_deletion_for_six_hours() -> None:
+    retry = one(plan("gke-b200"), JOB)["inputs"]["retryConfig"]
+    assert retry["retryCount"] > 0
+    assert int(retry["maxRetryDuration"].removesuffix("s")) >= 6 * 3600
+    # The window the rendered settings give, by Cloud Scheduler's documented backoff, and what the docs say.
+    snake = {re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), k): v for k, v in retry.items()}
+    offsets = gke_deadline.retry_offsets(snake)
+    assert [o // 60 for o in offsets[:5]] == [2, 6, 14, 29, 44] and 5.9 * 3600 <= offsets[-1] <= 6 * 3600
+    docs = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
+    assert "retries it for 6 hours: after 2, 6, 14, 29 and 44 minutes, then every 15 minutes" in docs
+    assert "the last retry 5 h 59 min after the deadline" in docs
+    assert "failed later counts as done for Cloud Scheduler and is not retried" in docs

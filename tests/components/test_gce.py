@@ -266,6 +266,8 @@ def test_labels_carry_the_stack(gce_plan: plan_engine.PlanResult) -> None:
 
 
 def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: plan_engine.PlanResult) -> None:
+    from tests.components.test_gce_startup import packed_files
+
     cfg = cfg_of()
     script = gce_bench.render_startup_script(cfg)
     installer = gce_bench.installer_script(cfg)
@@ -273,25 +275,28 @@ def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: 
     for vm in vms(gce_plan):
         assert vm["inputs"]["metadata"]["startup-script"] == script
         assert "metadataStartupScript" not in vm["inputs"]  # changing that one recreates the VM
-    assert installer in script
+    files = packed_files(script)
+    assert files["install.sh"] == (installer.encode(), 0o755)
     assert "GCE_DIR=/opt/deepep/gce\n" in script
     at_install = script.index('bash "$GCE_DIR/install.sh"')
-    assert script.index(installer) < at_install < script.index('exec python3 "$GCE_DIR/bench_stage.py"')
+    assert script.index("write_files() {") < at_install < script.index('exec python3 "$GCE_DIR/bench_stage.py"')
     # The logic is the shipped file, byte for byte, after the rendered values and files.
     assert script.endswith(payload.gce_startup_script().partition("\n")[2])
     for rel, text in gce_bench.shipped_files().items():
-        assert text in script, rel
+        assert files[rel] == (text.encode(), 0o644), rel
     assert "bench/run_bench.py" in gce_bench.shipped_files()
-    assert len(script.encode()) < gce_bench.METADATA_VALUE_LIMIT
+    assert len(script.encode()) <= gce_bench.STARTUP_SCRIPT_BUDGET
 
 
 def test_startup_script_carries_the_stacks_versions() -> None:
     for overrides in ({}, {"nvshmemVersion": "3.4.5", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
+        from tests.components.test_gce_startup import packed_files
+
         cfg = cfg_of(**overrides)
-        script = gce_bench.render_startup_script(cfg)
+        installer = packed_files(gce_bench.render_startup_script(cfg))["install.sh"][0].decode()
         v = cfg.versions
         for value in (v.doca_ofed, v.nvidia_driver, v.cuda, v.nvshmem, v.torch, v.deepep_ref):
-            assert value in script, value
+            assert value in installer, value
 
 
 def test_gdrdrv_is_checked_after_every_boot_only_with_the_cpu_handler() -> None:

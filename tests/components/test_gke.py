@@ -14,7 +14,7 @@ import pytest
 from ci.gates import k8s_schemas
 from components import config, gke_cluster, gke_nodepool
 from deepep_a4.tools import plan_engine
-from tests.conftest import of_type, one, plan, stack_config
+from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -165,7 +165,20 @@ def test_the_chosen_version_is_kept_by_later_updates(gke_plan: plan_engine.PlanR
     """A later `pulumi up` whose lookup moved must not upgrade: the version properties are ignored on update."""
     cluster = one(gke_plan, CLUSTER)
     assert cluster["ignoreChanges"] == ["minMasterVersion", "nodeConfig"]
-    assert one(gke_plan, NODE_POOL, "gke-a4")["ignoreChanges"] == ["version"]
+    assert one(gke_plan, NODE_POOL, "gke-a4")["ignoreChanges"] == [
+        "nodeConfig.ephemeralStorageLocalSsdConfig",
+        "version",
+    ]
+
+
+def test_the_a4_pool_ignores_its_local_ssd_block_as_googles_module_does(gke_plan: plan_engine.PlanResult) -> None:
+    """A4 bundles its local SSDs: a differently reported block must not replace the pool (and reinstall nodes)."""
+    pool = one(gke_plan, NODE_POOL, "gke-a4")
+    assert pool["inputs"]["nodeConfig"]["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 32}
+    assert "nodeConfig.ephemeralStorageLocalSsdConfig" in pool["ignoreChanges"]
+    conformance = (ROOT / "docs" / "conformance.md").read_text()
+    row = next(line for line in conformance.splitlines() if line.startswith("| local SSD | 32 as ephemeral"))
+    assert "ignore_changes" in row and "**same**" in row
 
 
 def test_another_channel_takes_that_channels_default() -> None:
@@ -261,8 +274,9 @@ def test_the_cluster_waits_for_the_node_account_and_its_roles(gke_plan: plan_eng
     assert {"gke-nodes-container.defaultNodeServiceAccount", "gke-nodes-artifactregistry.reader"} <= set(depends)
 
 
-def test_the_a4_pool_waits_for_the_nat_and_the_store_grants(gke_plan: plan_engine.PlanResult) -> None:
-    depends = set(one(gke_plan, NODE_POOL, "gke-a4")["dependsOn"])
+def test_the_a4_pool_waits_for_the_nat_and_the_store_grants() -> None:
+    with_store = plan(STACK, artifactStore="gs://deepep-a4-demo-artifacts/deepep-a4")
+    depends = set(one(with_store, NODE_POOL, "gke-a4")["dependsOn"])
     assert {"a4-nat", "gke-nodes-container.defaultNodeServiceAccount"} <= depends
     assert any(d.startswith("store-") for d in depends)
 

@@ -199,7 +199,7 @@ def test_the_artifact_store_is_the_one_exception_and_not_in_a_benchmark_stack() 
     """A benchmark stack only grants its nodes access to the store; the bucket is the store project's,
     protected there, so `pulumi destroy` of a benchmark stack never empties it (docs/store.md)."""
     for stack in STACKS:
-        result, _ = plan_engine.run_program(stack, stack_config(stack))
+        result, _ = plan_engine.run_program(stack, stack_config(stack, artifactStore="gs://my-store/deepep-a4"))
         store = [r for r in result.resources if r["parent"] == "store"]
         assert store and {r["type"] for r in store} == {"gcp:storage/bucketIAMMember:BucketIAMMember"}
         buckets = [r["inputs"]["name"] for r in result.resources if r["type"] == "gcp:storage/bucket:Bucket"]

@@ -30,7 +30,7 @@ from tests.conftest import ROOT, one, plan
 STORE_SH = ROOT / "scripts/install/store.sh"
 HW = ROOT / "tests/fixtures/install/hw"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
-STACK_STORE = "gs://deepep-a4-demo-artifacts/deepep-a4"  # what both example stacks name
+STACK_STORE = "gs://my-project-artifacts/deepep-a4"  # a store a user names (the example stacks name none)
 
 # Just enough of lib.sh for store.sh alone (the installer's own functions, as lib.sh defines them).
 PRELUDE = """
@@ -269,7 +269,7 @@ def test_store_fill_without_a_store_names_the_flag() -> None:
 
 @pytest.mark.parametrize("stack", ["gke-b200", "gce-b200"])
 def test_the_plan_grants_the_nodes_the_store_prefix_only(stack: str) -> None:
-    result = plan(stack)
+    result = plan(stack, artifactStore=STACK_STORE)
     cfg = cfg_of(stack, artifactStore=STACK_STORE)
     bucket, prefix = store_program.split_store_url(cfg.installer.store_url)
     grants = [r for r in result.resources if r["type"] == BUCKET_IAM and r["parent"] == "store"]
@@ -285,7 +285,7 @@ def test_the_plan_grants_the_nodes_the_store_prefix_only(stack: str) -> None:
 
 
 def test_nodes_that_do_not_publish_get_read_access_only() -> None:
-    result = plan("gce-b200", artifactStorePublish=False)
+    result = plan("gce-b200", artifactStore=STACK_STORE, artifactStorePublish=False)
     roles = [r["inputs"]["role"] for r in result.resources if r["type"] == BUCKET_IAM and r["parent"] == "store"]
     assert roles == [store_program.READ_ROLE]
 
