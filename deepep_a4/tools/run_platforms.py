@@ -3,7 +3,6 @@ says how many nodes are installed and when the benchmarks are done."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from collections.abc import Callable
@@ -74,7 +73,7 @@ def collect_report(
     """The report's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
     from deepep_a4.tools import report as results
 
-    args = argparse.Namespace(kubeconfig=kubeconfig, namespace=namespace)
+    args = results.SourceArgs(kubeconfig=kubeconfig, namespace=namespace)
     source = results.make_source(spec, args)
     report = results.analyze(list(source.items()), gate, [source.describe()])
     if not report.runs:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -42,7 +41,16 @@ class Source(Protocol):
     def items(self) -> Iterator[LogItem]: ...
 
 
-SourceFactory = Callable[[str, argparse.Namespace], Source]
+@dataclass
+class SourceArgs:
+    """What a source factory may read of the command line: the cluster to ask for `k8s:` sources."""
+
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    kubeconfig_label: str | None = None  # how errors name the kubeconfig (a stack's output, not a temp path)
+
+
+SourceFactory = Callable[[str, SourceArgs], Source]
 _SOURCES: dict[str, SourceFactory] = {}
 
 
@@ -187,10 +195,9 @@ class KubernetesSource:
             yield LogItem(pod.metadata.name, text=text, meta=meta)
 
 
-def _k8s_factory(spec: str, args: argparse.Namespace) -> Source:
+def _k8s_factory(spec: str, args: SourceArgs) -> Source:
     namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace
-    label = getattr(args, "kubeconfig_label", None)
-    return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=label)
+    return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=args.kubeconfig_label)
 
 
 register_source("k8s", _k8s_factory)
@@ -201,7 +208,7 @@ from deepep_a4.tools.gcs_source import make_gs_factory  # noqa: E402  (registers
 register_source("gs", make_gs_factory(PathSource))
 
 
-def make_source(spec: str, args: argparse.Namespace) -> Source:
+def make_source(spec: str, args: SourceArgs) -> Source:
     """The source of `spec`; SourceError for an unknown scheme or a path that does not exist."""
     m = re.match(r"^([a-z][a-z0-9+.-]*):(?!\\)", spec)
     if m and m[1] in _SOURCES:
