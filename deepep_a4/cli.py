@@ -18,7 +18,11 @@ import sys
 
 import click
 
-from deepep_a4.tools import plan as plan_tool
+from deepep_a4 import paths
+
+paths.refuse_foreign_packages()  # before anything imports `components` or `scripts`
+
+from deepep_a4.tools import plan as plan_tool  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
