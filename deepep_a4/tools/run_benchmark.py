@@ -196,7 +196,7 @@ class BenchmarkRun:
             return self._still_running(rc)
         if not ok and not self._confirm_destroy():
             return self._still_running(rc)
-        self.enter("destroy", f"pulumi destroy -s {name}")
+        self.enter("destroy", f"pulumi destroy --refresh -s {name}")
         try:
             self.stack.destroy(on_output=self._pulumi_line)
         except KeyboardInterrupt:
@@ -227,7 +227,7 @@ class BenchmarkRun:
         if self.s.cap_line:
             self.say(f"  {self.s.cap_line}")
         self.say(f"  See it:       pulumi stack -s {name}")
-        self.say(f"  Remove it:    pulumi destroy -s {name}")
+        self.say(f"  Remove it:    pulumi destroy --refresh -s {name}")
         self.say(f"            or: .venv/bin/deepep-a4 run --stack {name} --destroy")
         return rc
 
@@ -249,7 +249,7 @@ def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.dat
     (components/deadline.py); saying so here saves the wait for the preview."""
     outputs = stack.outputs() if hasattr(stack, "outputs") else {}
     deployed = outputs.get("platform")
-    destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy -s {name}`) first"
+    destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy --refresh -s {name}`) first"
     if deployed and deployed != cfg.platform:
         return (
             f"stack {name} is deployed on {deployed} and its config now says platform {cfg.platform}: `pulumi up` "

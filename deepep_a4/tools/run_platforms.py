@@ -61,7 +61,9 @@ class AutomationStack:
         return {k: v.value for k, v in self._stack.outputs().items()}
 
     def destroy(self, on_output: Callable[[str], Any]) -> None:
-        self._stack.destroy(on_output=on_output, color="never")
+        # Refresh first: the TTL or a spot preemption may have deleted the VMs, and the provider's instance
+        # delete does not accept "not found" (docs/troubleshooting.md).
+        self._stack.destroy(on_output=on_output, color="never", refresh=True)
 
 
 # -- platform probes -----------------------------------------------------------------------------------
