@@ -687,3 +687,16 @@ def test_outside_reference_band_is_shown_with_its_source_and_never_gated() -> No
     assert row(ll, "low-latency", "dispatch", None, "bw").outside.value == 98.0  # type: ignore[union-attr]
     # Far below the outside band, still judged against the A4 baseline only.
     assert row(ll, "low-latency", "dispatch", None, "bw").gate == "pass"
+
+
+@pytest.mark.parametrize(
+    ("problems", "pointer"), [(["a", "b"], False), (["a", "b", "c"], True), (["x" * 150, "y" * 150], True)]
+)
+def test_the_tests_table_points_to_reasons_as_benchmarks_md_says(problems: list[str], pointer: bool) -> None:
+    # docs/benchmarks.md: more than two reasons, or reasons longer than 240 characters together.
+    from deepep_a4.tools.report import writers
+    from deepep_a4.tools.report.runs import Run
+
+    run = Run("pod", "intranode", "failed", problems, [], 8, 1)
+    assert writers._short_reasons(run).endswith("see [Reasons](#reasons)") is pointer
+    assert "reasons longer than 240 characters together" in (ROOT / "docs" / "benchmarks.md").read_text()
