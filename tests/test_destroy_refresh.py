@@ -48,10 +48,10 @@ def test_the_installed_sdk_takes_refresh_on_destroy() -> None:
     assert "refresh" in inspect.signature(auto.Stack.destroy).parameters
 
 
-def _destroy_calls(path: Path) -> list[ast.Call]:
+def _destroy_calls(path: Path) -> list[tuple[ast.Call, ast.Attribute]]:
     tree = ast.parse(path.read_text())
     return [
-        node
+        (node, node.func)
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "destroy"
     ]
@@ -60,9 +60,9 @@ def _destroy_calls(path: Path) -> list[ast.Call]:
 def test_every_destroy_call_refreshes_or_goes_through_the_stack_wrapper() -> None:
     seen = 0
     for path in CODE:
-        for call in _destroy_calls(path):
+        for call, func in _destroy_calls(path):
             seen += 1
-            target = ast.unparse(call.func.value)
+            target = ast.unparse(func.value)
             refresh = {k.arg: ast.unparse(k.value) for k in call.keywords}.get("refresh")
             # self.stack is the StackOps of `deepep-a4 run`: AutomationStack (tested above) or a test's fake.
             assert target == "self.stack" or refresh == "True", f"{path.relative_to(ROOT)}:{call.lineno}"

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.tools.report.records import check_runner_doc, skip_text
+from scripts.names import NAMESPACE
 
 ROOT = project_root()
 
@@ -196,7 +197,8 @@ class KubernetesSource:
 
 
 def _k8s_factory(spec: str, args: SourceArgs) -> Source:
-    namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace
+    # The command line fills args.namespace for every k8s: source; a caller without one gets the runner's.
+    namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace or NAMESPACE
     return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=args.kubeconfig_label)
 
 
