@@ -4,14 +4,26 @@ Thin on purpose: validate the stack's config before anything exists, then build 
 the chosen platform and export what a user needs next.
 """
 
+import importlib.util
+from pathlib import Path
+
 import pulumi
 import pulumi_gcp as gcp
 
-from components import config
-from components.deadline import stack_deadline
-from components.gce_platform import build_gce_platform
-from components.gke_platform import build_gke_platform
-from components.network import A4Network, A4NetworkArgs
+# Another installed `components` or `scripts` package would win over ours; refuse it (docs/development.md).
+for _name in ("components", "scripts"):
+    _spec = importlib.util.find_spec(_name)
+    _where = Path(_spec.origin).resolve().parent if _spec and _spec.origin else None
+    if _where is None or _where.parent != Path(__file__).resolve().parent:
+        raise pulumi.RunError(
+            f"package {_name} is imported from {_where}, not from this project: uninstall the other one"
+        )
+
+from components import config  # noqa: E402
+from components.deadline import stack_deadline  # noqa: E402
+from components.gce_platform import build_gce_platform  # noqa: E402
+from components.gke_platform import build_gke_platform  # noqa: E402
+from components.network import A4Network, A4NetworkArgs  # noqa: E402
 
 try:
     cfg = config.load()

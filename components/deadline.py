@@ -50,13 +50,13 @@ def check_kept(kept: dict[str, Any], ttl_seconds: int, now: dt.datetime) -> str:
     if kept_ttl != ttl_seconds:
         raise pulumi.RunError(
             f"deepep-a4:ttl is {_hours(ttl_seconds)} but this stack was deployed with {_hours(kept_ttl)}, "
-            f"whose deadline {at} was fixed at its first `pulumi up`; to change it run `pulumi destroy`, "
+            f"whose deadline {at} was fixed at its first `pulumi up`; to change it run `pulumi destroy --refresh`, "
             "then `pulumi up` (or set ttl back)"
         )
     if now >= parse_time(at):
         raise pulumi.RunError(
             f"this stack's deadline {at} has passed: its A4 capacity is gone and `pulumi up` would not bring it "
-            "back; run `pulumi destroy`, then `pulumi up` for a new run with a new deadline"
+            "back; run `pulumi destroy --refresh`, then `pulumi up` for a new run with a new deadline"
         )
     return at
 

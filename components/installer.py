@@ -114,6 +114,19 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
 ARTIFACT_DEPS: dict[str, tuple[str, ...]] = {"gdrcopy": (), "nvshmem": ("gdrcopy",), "deepep": ("nvshmem",)}
 
 
+# Phases a stack's target does not ship, each with why: on GKE the gIB DaemonSet installs NCCL's plugin
+# (components/gke_gib.py), so the node's installer neither lists nor runs the phase.
+TARGET_LEFT_OUT: dict[str, dict[str, str]] = {
+    "gke": {"nccl-gib": "on GKE the gIB DaemonSet installs NCCL's gIB plugin (components/gke_gib.py)"},
+}
+
+
+def target_phases(target: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The phases a stack's target ships, and the ones it leaves out with their reasons."""
+    left_out = TARGET_LEFT_OUT.get(target, {})
+    return tuple(p for p in PHASES if p not in left_out), dict(left_out)
+
+
 @dataclass(frozen=True)
 class Profile:
     """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
@@ -209,8 +222,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
         "BASE_PYTHON": "python3",
     }
-    phases = PHASES
-    left_out: dict[str, str] = {}
+    phases, left_out = target_phases(target)
     if profile:
         unknown = sorted(set(profile.values) - set(values))
         if unknown:
@@ -253,7 +265,7 @@ def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
 
 
 def _render(cfg: StackConfig, target: str, profile: Profile | None = None) -> tuple[dict[str, str], str]:
-    scripts = _script_files(profile.phases if profile else PHASES)
+    scripts = _script_files(profile.phases if profile else target_phases(target)[0])
     body = _config_body(cfg, target, profile)
     digest = _hash(cfg, body, scripts)
     files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}

@@ -7,9 +7,8 @@
     .venv/bin/deepep-a4 store fill --stack gke-b200      the stack's sources into its artifact store
     .venv/bin/deepep-a4 hwtest --out DIR                 the installer for a GPU machine that is not an A4
 
-Each subcommand lives in its tool module; this file only assembles them. `run` and `report` keep their
-own argument parsers (they are called from tests and scripts as functions too) and are handed the
-arguments unparsed: `deepep-a4 run --help` shows theirs.
+Each subcommand is a click command in its tool module; this file only assembles them. Every
+`deepep-a4 SUB --help` starts with the task in one line, then the options with their defaults.
 """
 
 from __future__ import annotations
@@ -19,13 +18,14 @@ import sys
 
 import click
 
-from deepep_a4.tools import plan as plan_tool
+from deepep_a4 import paths
 
-# The arguments of `run` and `report` go to their own parsers untouched, --help included.
-PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+paths.refuse_foreign_packages()  # before anything imports `components` or `scripts`
+
+from deepep_a4.tools import plan as plan_tool  # noqa: E402
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(package_name="deepep-a4")
 def main() -> None:
     """A4 (B200) machines on Google Cloud with DeepEP installed and benchmarked."""
@@ -59,23 +59,9 @@ def cost(stack: str) -> None:
     click.echo("\n".join(cost_tool.bill_cap(cfg).lines))
 
 
-def _delegate(module: str, args: tuple[str, ...]) -> None:
-    raise SystemExit(importlib.import_module(module).main(list(args)))
-
-
-@main.command(context_settings=PASS_THROUGH, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(args: tuple[str, ...]) -> None:
-    """pulumi up, wait for the benchmarks, write the report, pulumi destroy (run --help for options)."""
-    _delegate("deepep_a4.tools.run_benchmark", args)
-
-
-@main.command(context_settings=PASS_THROUGH, add_help_option=False)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def report(args: tuple[str, ...]) -> None:
-    """Benchmark report from a stack's Jobs, a bucket or saved logs (report --help for options)."""
-    _delegate("deepep_a4.tools.report.cli", args)
+_subcommand("deepep_a4.tools.run_benchmark", "run")
+_subcommand("deepep_a4.tools.report.cli", "report")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog_name="deepep-a4"))

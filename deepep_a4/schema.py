@@ -32,6 +32,9 @@ PROJECT: dict[str, Any] = {
     ),
     "runtime": {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}},
     "stackConfigDir": "stacks",
+    # up, preview and destroy read the cloud first: a VM the TTL or a preemption deleted is then gone from the
+    # state, and destroy does not fail on it (https://www.pulumi.com/docs/iac/concepts/projects/project-file/).
+    "options": {"refresh": "always"},
 }
 
 

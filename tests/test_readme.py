@@ -128,8 +128,11 @@ def test_the_report_of_a_recorded_log_runs_as_written(tmp_path: Path) -> None:
     out = tmp_path / "report"
     args = [w if w != words[words.index("--out") + 1] else str(out) for w in words[1:]]
     proc = run_cli(*args)
-    assert proc.returncode in (0, 1), proc.stderr  # 1: the gate failed, which is a verdict, not an error
     assert (out / "report.md").is_file()
+    # The README says why the sample exits 1, and so does the command itself.
+    assert proc.returncode == 1, proc.stderr
+    said = "exit 1: the verdict is FAIL, not PASS"
+    assert said in proc.stderr and f"`{said}`" in README
 
 
 def plan_printout(stack: str, tmp_path: Path) -> str:

@@ -65,6 +65,7 @@ class Estimate:
     ttl_hours: float | None
     lines: tuple[Line, ...]
     sources: tuple[str, ...] = field(default=())
+    not_counted: tuple[str, ...] = field(default=())  # billed parts with no hourly figure, each with why
 
     @property
     def spot_hourly(self) -> float | None:
@@ -109,6 +110,7 @@ class Estimate:
             "spotPerTtl": self.per_cap(self.spot_hourly),
             "onDemandPerTtl": self.per_cap(self.on_demand_hourly),
             "unknown": self.unknown_items,
+            "notCounted": list(self.not_counted),
             "sources": list(self.sources),
         }
 
@@ -142,27 +144,33 @@ def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate
     disks = prices.get("disks") or {}
     boot_rate = _rate((disks.get(A4_BOOT_DISK_TYPE) or {}).get("per_gib_month"), region)
     boot = _times(_hourly(boot_rate), cfg.boot_disk_gb * n)
+    why = (disks.get(A4_BOOT_DISK_TYPE) or {}).get("why_unknown") if boot is None else None
     lines.append(
         Line(
             f"boot disks {n} x {cfg.boot_disk_gb} GB {A4_BOOT_DISK_TYPE}",
             boot,
             boot,
-            "no citable per-GiB rate (prices.yaml); no IOPS or throughput provisioned: Google's defaults apply, "
-            "billed above 3,000 IOPS and 140 MiB/s",
+            (f"unknown: {why} (prices.yaml); " if why else "")
+            + "no IOPS or throughput provisioned: Google's defaults apply, billed above 3,000 IOPS and 140 MiB/s",
         )
     )
     sources = [machine.get("source"), (prices.get("local_ssd") or {}).get("source")]
+    sources.append(((prices.get("network") or {}).get("cloud_nat") or {}).get("source"))
     if cfg.platform == "gke":
         gke = prices.get("gke") or {}
         fee = _price(gke.get("cluster_fee_per_hour"))
         lines.append(Line("GKE cluster management fee", fee, fee, "regional cluster: no free-tier credit"))
         lines.append(_system_pool_line(prices, region))
+        if cfg.ttl_seconds is not None:
+            lines.append(_scheduler_line(prices))
+            sources.append((prices.get("scheduler") or {}).get("source"))
         system_machine = machines.get(SYSTEM_MACHINE_TYPE) or {}
         sources += [
             gke.get("source"),
             system_machine.get("source"),
             (disks.get(SYSTEM_BOOT_DISK_TYPE) or {}).get("source"),
         ]
+    lines.append(_nat_line(prices, cfg))
     return Estimate(
         stack=cfg.stack,
         region=region,
@@ -172,7 +180,49 @@ def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Estimate
         ttl_hours=None if cfg.ttl_seconds is None else cfg.ttl_seconds / 3600,
         lines=tuple(lines),
         sources=tuple(dict.fromkeys(str(s).strip() for s in sources if s and str(s).strip())),
+        not_counted=_not_counted(prices, cfg),
     )
+
+
+def _nat_line(prices: dict[str, Any], cfg: StackConfig) -> Line:
+    """The Cloud NAT gateway, billed per VM that uses it (the A4 nodes, and GKE's system node)."""
+    nat = (prices.get("network") or {}).get("cloud_nat") or {}
+    vms = cfg.node_count + (SYSTEM_NODE_COUNT if cfg.platform == "gke" else 0)
+    each, cap = _price(nat.get("per_vm_hour")), int(nat.get("max_billed_vms") or vms)
+    cost = _times(each, min(vms, cap))
+    note = f"{_usd(each)} per VM-hour, at most {cap} VMs billed; the data it processes is not counted (below)"
+    return Line(f"Cloud NAT gateway, {vms} VMs", cost, cost, note)
+
+
+def _scheduler_line(prices: dict[str, Any]) -> Line:
+    """GKE's deadline: one Cloud Scheduler job, billed per day."""
+    sched = prices.get("scheduler") or {}
+    per_31_days = _price(sched.get("per_job_31_days"))
+    cost = None if per_31_days is None else round(per_31_days / (31 * 24), 6)
+    free = sched.get("free_jobs_per_billing_account")
+    note = f"{_usd(per_31_days)} per job per 31 days" + (
+        f"; the first {free} jobs of a billing account are free" if free else ""
+    )
+    return Line("Cloud Scheduler job (the deadline)", cost, cost, note)
+
+
+def _not_counted(prices: dict[str, Any], cfg: StackConfig) -> tuple[str, ...]:
+    """What the stack is billed for without an hourly figure, each with its rate and why it is left out."""
+    nat = (prices.get("network") or {}).get("cloud_nat") or {}
+    standard = _price(((prices.get("storage") or {}).get("standard_per_gib_month") or {}).get(cfg.region))
+    storage = f"{_usd(standard)}/GiB-month Standard storage in {cfg.region}"
+    out = [
+        f"Cloud NAT data processing ({_usd(_price(nat.get('data_per_gib')))} per GiB): depends on what the "
+        "nodes download (apt packages, pip wheels, container images), not known before the run"
+    ]
+    if cfg.platform == "gce":
+        out.append(f"the results bucket ({storage}): a run writes logs and JSON of a few MB, under a cent a month")
+    if cfg.installer.store_url:
+        out.append(
+            f"the artifact store's bucket ({storage}): the bill of the store/ project, paid whether this stack "
+            "exists or not"
+        )
+    return tuple(out)
 
 
 def _times(each: float | None, count: float) -> float | None:
@@ -212,8 +262,18 @@ def _system_pool_line(prices: dict[str, Any], region: str) -> Line:
     )
 
 
+def _usd(value: float | None) -> str:
+    """A rate as written in prices.yaml: every digit it has, at least cents."""
+    if value is None:
+        return UNKNOWN
+    text = f"{value:.4f}".rstrip("0")
+    return "$" + (text if len(text.split(".")[1]) >= 2 else f"{value:.2f}")
+
+
 def _money(value: float | None) -> str:
-    return UNKNOWN if value is None else f"${value:,.2f}"
+    if value is None:
+        return UNKNOWN
+    return f"${value:.4f}" if 0 < value < 0.01 else f"${value:,.2f}"
 
 
 def _hours(hours: float) -> str:
@@ -245,6 +305,7 @@ def render(est: Estimate) -> list[str]:
         out.append(f"  this stack uses {est.provisioning}: its rate is unknown here (both columns for reference)")
     if est.unknown_items:
         out.append("  not in the totals (price unknown): " + "; ".join(est.unknown_items))
+    out.extend(f"  not counted: {item}" for item in est.not_counted)
     out.extend(f"  [{i}] {note}" for i, note in enumerate(notes, 1))
     return out
 

@@ -9,7 +9,6 @@ temporary folder and reads it like a folder of saved results. Layout written by 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import tempfile
@@ -42,10 +41,10 @@ class GcsSource:
                 yield item
 
 
-def make_gs_factory(path_source: Callable[[str], Any]) -> Callable[[str, argparse.Namespace], GcsSource]:
+def make_gs_factory(path_source: Callable[[str], Any]) -> Callable[[str, Any], GcsSource]:
     """The factory results.py registers for the `gs` scheme (it hands in its PathSource)."""
 
-    def factory(spec: str, args: argparse.Namespace) -> GcsSource:
+    def factory(spec: str, args: Any) -> GcsSource:
         return GcsSource(spec, path_source)
 
     return factory

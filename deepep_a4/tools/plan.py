@@ -26,6 +26,10 @@ import pulumi
 from components import config, gke_gib, installer, store
 from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
+from deepep_a4.tools.bringup_table import expected_bringup
+
+# The node path of today's stacks in the bring-up table (bringup_table.yaml).
+BRINGUP_PROFILE = "host-install"
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -255,6 +259,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     cap = cost.bill_cap(cfg)
     installs = install_list(cfg)
     placeholder = cfg.project == config.PLACEHOLDER_PROJECT
+    stand_ins = stand_in_outputs(result.outputs)
+    bringup = expected_bringup(cfg.platform, BRINGUP_PROFILE)
     extra = {
         "pulumiProject": result.project,
         "gcpProject": cfg.project,
@@ -262,6 +268,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         "installs": dict(installs),
         "costEstimate": estimate.as_dict(),
         "billCap": cap.as_dict(),
+        "standIns": {key: result.outputs[key] for key in stand_ins},
+        "bringUpSeconds": {"profile": bringup.profile, "measuredOrCited": bringup.known, "total": bringup.total},
     }
     try:
         written = write_plan(result, out_dir, extra)
@@ -278,12 +286,14 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
             print(line)
         print("Outputs:")
         for key, value in result.outputs.items():
-            print(f"  {key}: {_short(value)}")
+            print(f"  {key}: {_short(value)}" + (f"  ({stand_ins[key]})" if key in stand_ins else ""))
         print("Installed on every node:")
         for what, version in installs:
             print(f"  {what:<10} {version}")
         for line in cost.render(estimate):
             print(line)
+        print(bringup.line)
+        print(deadline_line(cap))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))
     if placeholder:
@@ -296,6 +306,21 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
     print(f"{len(custom)} resources, {written} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)")
     return 0
+
+
+def stand_in_outputs(outputs: dict[str, Any]) -> dict[str, str]:
+    """Each output the mocks made up (or the clock gave), with the label the plan prints beside it."""
+    found = {key: plan_engine.STAND_IN for key, value in outputs.items() if plan_engine.is_stand_in(value)}
+    if outputs.get("deadline"):
+        found["deadline"] = f"{plan_engine.STAND_IN}: the ttl counts from then"
+    return found
+
+
+def deadline_line(cap: cost.BillCap) -> str:
+    if cap.deadline is None:
+        return "Deadline: none (ttl: off): nothing deletes the A4 capacity but `pulumi destroy --refresh`"
+    when = cap.deadline.strftime("%Y-%m-%d %H:%M UTC")
+    return f"Deadline: {when} if the first `pulumi up` ran now ({plan_engine.STAND_IN}; then kept by every `up`)"
 
 
 def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:

@@ -63,9 +63,38 @@ MOCK_IMAGES: dict[str, str] = {
 }
 
 
+INVENTED_IMAGE_SUFFIX = "-v20260101"  # the image of a family MOCK_IMAGES does not list
+MOCK_ENDPOINT, MOCK_ADDRESS = "203.0.113.10", "10.0.0.100"
+STAND_IN = "stand-in, resolved at the first `pulumi up`"
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+# What only the mocks invent: a value of the plan that contains one of these is a stand-in, not a fact.
+STAND_IN_MARKERS = (
+    *sorted(set(_strings(MOCK_ENGINE_VERSIONS)), key=len, reverse=True),
+    *MOCK_IMAGES.values(),
+    INVENTED_IMAGE_SUFFIX,
+    MOCK_PROJECT_NUMBER,
+    MOCK_ENDPOINT,
+    MOCK_ADDRESS,
+)
+
+
+def is_stand_in(value: Any) -> bool:
+    """Whether a value the plan shows was made up by the mocks (GKE's version, an image, an address)."""
+    return any(marker in text for text in _strings(value) for marker in STAND_IN_MARKERS)
+
+
 def _mock_image(args: dict[str, Any]) -> dict[str, Any]:
     project, family = args.get("project"), args.get("family")
-    name = args.get("name") or MOCK_IMAGES.get(family or "", f"{family}-v20260101")
+    name = args.get("name") or MOCK_IMAGES.get(family or "", f"{family}{INVENTED_IMAGE_SUFFIX}")
     link = f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}"
     return {"name": name, "family": family or "", "project": project, "selfLink": link, "status": "READY"}
 
@@ -92,7 +121,7 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
             "endpoint": f"gke-{digest}-{MOCK_PROJECT_NUMBER}.{location}.gke.goog",
         }
         out.update(
-            endpoint="203.0.113.10",
+            endpoint=MOCK_ENDPOINT,
             masterAuth={"clusterCaCertificate": MOCK_CA_CERT},
             # GKE creates the control plane at min_master_version.
             masterVersion=inputs.get("minMasterVersion"),
@@ -108,7 +137,7 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
     if type_ == "gcp:storage/bucket:Bucket":
         out["url"] = f"gs://{res_name}"
     if type_ == "gcp:compute/address:Address" and "address" not in inputs:
-        out["address"] = "10.0.0.100"
+        out["address"] = MOCK_ADDRESS
     if type_.startswith("kubernetes:") and not type_.startswith("kubernetes:kubernetes:"):
         out["metadata"] = _k8s_metadata(name, inputs.get("metadata"))
     return out

@@ -20,7 +20,6 @@ did not come up or a wait timed out, 5 the destroy failed, 130 interrupted.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import shutil
 import sys
@@ -29,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import click
 
 from components import config
 from components.deadline import parse_time
@@ -195,7 +196,7 @@ class BenchmarkRun:
             return self._still_running(rc)
         if not ok and not self._confirm_destroy():
             return self._still_running(rc)
-        self.enter("destroy", f"pulumi destroy -s {name}")
+        self.enter("destroy", f"pulumi destroy --refresh -s {name}")
         try:
             self.stack.destroy(on_output=self._pulumi_line)
         except KeyboardInterrupt:
@@ -226,7 +227,7 @@ class BenchmarkRun:
         if self.s.cap_line:
             self.say(f"  {self.s.cap_line}")
         self.say(f"  See it:       pulumi stack -s {name}")
-        self.say(f"  Remove it:    pulumi destroy -s {name}")
+        self.say(f"  Remove it:    pulumi destroy --refresh -s {name}")
         self.say(f"            or: .venv/bin/deepep-a4 run --stack {name} --destroy")
         return rc
 
@@ -248,7 +249,7 @@ def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.dat
     (components/deadline.py); saying so here saves the wait for the preview."""
     outputs = stack.outputs() if hasattr(stack, "outputs") else {}
     deployed = outputs.get("platform")
-    destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy -s {name}`) first"
+    destroy_first = f"run `deepep-a4 run --stack {name} --destroy` (or `pulumi destroy --refresh -s {name}`) first"
     if deployed and deployed != cfg.platform:
         return (
             f"stack {name} is deployed on {deployed} and its config now says platform {cfg.platform}: `pulumi up` "
@@ -260,40 +261,58 @@ def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.dat
     return None
 
 
-def positive(text: str) -> float:
-    """argparse type: a number above zero (checked before anything is created)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
-    return value
+@dataclass
+class Deps:
+    """What the run talks to: the real tools, or fakes in tests."""
+
+    which: Callable[[str], str | None] = shutil.which
+    make_stack: Callable[[str], Any] = AutomationStack
+    make_probe: Callable[[config.StackConfig], Probe] | None = None
+    ask: Callable[[str], str] = input
+    say: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
 
 
-def main(
-    argv: list[str] | None = None,
-    *,
-    which: Callable[[str], str | None] = shutil.which,
-    make_stack: Callable[[str], Any] = AutomationStack,
-    make_probe: Callable[[config.StackConfig], Probe] | None = None,
-    ask: Callable[[str], str] = input,
-    say: Callable[[str], None] = print,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+POSITIVE = click.FloatRange(min=0, min_open=True)
+
+
+@click.command("run", help=(__doc__ or "").split("\n\n")[0], context_settings={"show_default": True})
+@click.option("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
+@click.option("--keep", is_flag=True, help="leave the stack up after a successful run")
+@click.option("--yes", "assume_yes", is_flag=True, help="destroy after a failure or Ctrl-C without asking")
+@click.option("--destroy", "destroy_only", is_flag=True, help="only destroy the stack (cleanup after --keep)")
+@click.option("--out", help="report folder (default build/report/STACK)")
+@click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
+@click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    stack: str,
+    keep: bool,
+    assume_yes: bool,
+    destroy_only: bool,
+    out: str | None,
+    install_timeout: float,
+    poll: float,
+) -> None:
+    deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
+    ctx.exit(execute(stack, keep, assume_yes, destroy_only, out, install_timeout, poll, deps))
+
+
+def execute(
+    name: str,
+    keep: bool,
+    assume_yes: bool,
+    destroy_only: bool,
+    out: str | None,
+    install_timeout: float,
+    poll: float,
+    deps: Deps,
 ) -> int:
-    ap = argparse.ArgumentParser(prog="deepep-a4 run", description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
-    ap.add_argument("--keep", action="store_true", help="leave the stack up after a successful run")
-    ap.add_argument("--yes", action="store_true", help="destroy after a failure or Ctrl-C without asking")
-    ap.add_argument("--destroy", action="store_true", help="only destroy the stack (cleanup after --keep)")
-    ap.add_argument("--out", help="report folder (default build/report/STACK)")
-    ap.add_argument("--install-timeout", type=positive, default=90, metavar="MIN", help="install wait (default 90)")
-    ap.add_argument("--poll", type=positive, default=30, metavar="S", help="seconds between checks (default 30)")
-    args = ap.parse_args(argv)
-
+    say, which = deps.say, deps.which
     try:
-        args.stack, _ = stackfile.resolve(args.stack, ROOT)
+        name, _ = stackfile.resolve(name, ROOT)
     except stackfile.StackFileError as err:
         say(f"error: {err}")
         return EXIT_USAGE
@@ -301,16 +320,16 @@ def main(
         say(CLI_MISSING)
         return EXIT_NO_CLI
     try:
-        stack = make_stack(args.stack)
+        stack = deps.make_stack(name)
         raw = stack.raw_config() if hasattr(stack, "raw_config") else None
-        cfg = stack_cfg(args.stack, raw or None)
+        cfg = stack_cfg(name, raw or None)
     except config.ConfigError as err:
         say(f"error: {err}")
         return EXIT_USAGE
     except Exception as err:
-        say(f"error: cannot open stack {args.stack} with the Pulumi CLI: {str(err).strip()[-1000:]}")
+        say(f"error: cannot open stack {name} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
-    refusal = None if args.destroy else deployed_refusal(args.stack, cfg, stack)
+    refusal = None if destroy_only else deployed_refusal(name, cfg, stack)
     if refusal:
         say(f"error: {refusal}")
         return EXIT_USAGE
@@ -318,24 +337,33 @@ def main(
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
         say(AUTH_PLUGIN_MISSING)
         return EXIT_NO_CLI
-    probe = (make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
+    probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(
-        keep=args.keep,
-        assume_yes=args.yes,
+        keep=keep,
+        assume_yes=assume_yes,
         interactive=sys.stdin.isatty(),
-        poll_seconds=args.poll,
-        install_timeout_s=args.install_timeout * 60,
+        poll_seconds=poll,
+        install_timeout_s=install_timeout * 60,
         # Every test may take its full timeout at every start; the internode barrier and pod starts get half an
         # hour more.
         bench_timeout_s=cfg.benchmarks.test_budget_seconds * tests + 30 * 60,
-        out=Path(args.out) if args.out else ROOT / "build" / "report" / args.stack,
+        out=Path(out) if out else ROOT / "build" / "report" / name,
         cap_line=cost.bill_cap(cfg).line,
     )
-    run = BenchmarkRun(stack, probe, settings, ask=ask, say=say, clock=clock, sleep=sleep)
-    if args.destroy:
+    run = BenchmarkRun(stack, probe, settings, ask=deps.ask, say=say, clock=deps.clock, sleep=deps.sleep)
+    if destroy_only:
         return run.finish(ok=True, rc=EXIT_PASS)
     return run.run()
+
+
+def main(argv: list[str] | None = None, **deps: Any) -> int:
+    """The same command as a function, its exit status returned; keyword arguments replace the `Deps`."""
+    try:
+        command.main(args=argv, prog_name="deepep-a4 run", obj=Deps(**deps))
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ says how many nodes are installed and when the benchmarks are done."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 from collections.abc import Callable
@@ -62,7 +61,9 @@ class AutomationStack:
         return {k: v.value for k, v in self._stack.outputs().items()}
 
     def destroy(self, on_output: Callable[[str], Any]) -> None:
-        self._stack.destroy(on_output=on_output, color="never")
+        # Refresh first: the TTL or a spot preemption may have deleted the VMs, and the provider's instance
+        # delete does not accept "not found" (docs/troubleshooting.md).
+        self._stack.destroy(on_output=on_output, color="never", refresh=True)
 
 
 # -- platform probes -----------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def collect_report(
     """The report's analysis on one source; returns its exit status (0 gate passed, 1 failed, 2 none)."""
     from deepep_a4.tools import report as results
 
-    args = argparse.Namespace(kubeconfig=kubeconfig, namespace=namespace)
+    args = results.SourceArgs(kubeconfig=kubeconfig, namespace=namespace)
     source = results.make_source(spec, args)
     report = results.analyze(list(source.items()), gate, [source.describe()])
     if not report.runs:

@@ -85,7 +85,7 @@ write_status() {
   printf -v now '%(%Y-%m-%dT%H:%M:%SZ)T' -1
   js "$DEEPEP_STACK" && local jstack=$REPLY
   js "$DEEPEP_TARGET" && local jtarget=$REPLY
-  # Phases this profile does not ship at all (the hardware test), each with the reason.
+  # Phases this target or profile does not ship at all (GKE: nccl-gib; the hardware test), each with the reason.
   local left="" lsep="" jr
   for p in "${!LEFT_OUT[@]}"; do
     js "$p" && jp=$REPLY

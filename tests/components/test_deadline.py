@@ -36,7 +36,7 @@ def test_pulumi_up_after_the_deadline_is_refused_with_the_way_out() -> None:
         deadline.check_kept(kept, 28800, NOW)
     text = str(err.value)
     assert "deadline 2026-11-24T09:00:00Z has passed" in text
-    assert "`pulumi destroy`, then `pulumi up`" in text and "\n" not in text
+    assert "`pulumi destroy --refresh`, then `pulumi up`" in text and "\n" not in text
 
 
 def test_a_new_ttl_on_a_deployed_stack_is_refused_not_ignored() -> None:

@@ -255,8 +255,9 @@ def test_rendered_installer_carries_the_stacks_versions_and_is_published() -> No
         artifacts.reset()
         files = installer.render_installer(cfg, target)
         assert {"run.sh", "lib.sh", "config.sh"} <= set(files)
+        shipped = installer.target_phases(target)[0]  # GKE leaves nccl-gib to the gIB DaemonSet
         assert [p for p in files if p.startswith("phases/")] == [
-            f"phases/{i:02d}-{p}.sh" for i, p in enumerate(ORDER, start=1)
+            f"phases/{i:02d}-{p}.sh" for i, p in enumerate(ORDER, start=1) if p in shipped
         ]
         conf = files["config.sh"]
         v = cfg.versions
@@ -820,6 +821,19 @@ def test_plan_off_a_node_reads_only(tmp_path: Path) -> None:
     assert sorted(p.name for p in (m.root / "state/markers").iterdir()) == markers
 
 
+@pytest.mark.parametrize(("stack", "target"), [("gke-b200", "gke"), ("gce-b200", "gce")])
+def test_plan_lists_nccl_gib_only_where_the_installer_runs_it(tmp_path: Path, stack: str, target: str) -> None:
+    # On GKE the gIB DaemonSet installs the plugin: the node's installer neither ships nor lists the phase,
+    # and its status says why it is left out.
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(stack), target)
+    listed = [line.split()[0] for line in m.run(d, "--plan").stdout.splitlines()]
+    assert ("nccl-gib" in listed) == (target == "gce")
+    assert (d / "phases" / "12-nccl-gib.sh").exists() == (target == "gce")
+    config_sh = (d / "config.sh").read_text()
+    assert ("[nccl-gib]='on GKE the gIB DaemonSet installs" in config_sh) == (target == "gke")
+
+
 HW = FIXTURES / "hw"
 
 
@@ -1144,7 +1158,8 @@ def test_gib_is_skipped_when_off_and_on_gke(tmp_path: Path) -> None:
     assert installer.phase_deps(cfg_of())["nccl-gib"] == ("preflight",)
     assert "nccl-gib" not in installer.phase_deps(cfg_of())["verify"]  # NVSHMEM's verify does not use NCCL
     gke = installer.render_installer(cfg_of("gke-b200"), "gke")
-    assert "NCCL_GIB=1" in gke["config.sh"] and "phases/12-nccl-gib.sh" in gke
+    assert "NCCL_GIB=1" in gke["config.sh"] and "phases/12-nccl-gib.sh" not in gke  # the gIB DaemonSet does it
+    assert installer.target_phases("gke")[1] == {"nccl-gib": installer.TARGET_LEFT_OUT["gke"]["nccl-gib"]}
 
 
 def test_a_gib_package_that_ships_rdma_core_is_refused_naming_the_phase(tmp_path: Path) -> None:

@@ -57,10 +57,42 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     assert "Traceback" not in result.output
 
 
-def test_run_and_report_hand_their_arguments_to_their_own_parsers() -> None:
-    for sub in ("run", "report"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "deepep_a4.cli", sub, "--help"], capture_output=True, text=True, check=False
-        )
-        assert proc.returncode == 0
-        assert proc.stdout.startswith(f"usage: deepep-a4 {sub}")
+SUBCOMMANDS = ("plan", "cost", "run", "report", "store", "hwtest", "bringup")
+
+
+def test_top_level_help_lists_every_subcommand() -> None:
+    result = CliRunner().invoke(cli.main, ["--help"])
+    listed = {line.split()[0] for line in result.output.split("Commands:\n", 1)[1].splitlines() if line.strip()}
+    assert listed == set(cli.main.commands) and set(SUBCOMMANDS) <= listed  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_each_help_is_clicks_own_and_starts_with_the_task_in_one_line(sub: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "deepep_a4.cli", sub, "--help"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    usage, task, *rest = proc.stdout.split("\n\n")
+    assert usage.startswith(f"Usage: deepep-a4 {sub} [OPTIONS]")
+    sentence = " ".join(task.split())  # click wraps at 80 columns: the task is one sentence, one line of text
+    assert len(sentence) <= 120 and ". " not in sentence and sentence.endswith((".", ")")), sentence
+    assert any(part.startswith(("Options:", "Commands:")) for part in rest)
+
+
+@pytest.mark.parametrize(
+    ("sub", "option", "default"),
+    [("run", "--install-timeout", "90.0"), ("run", "--poll", "30.0"), ("hwtest", "--cuda", "13.0")],
+)
+def test_options_show_their_defaults(sub: str, option: str, default: str) -> None:
+    result = CliRunner().invoke(cli.main, [sub, "--help"], terminal_width=200)
+    line = next(line for line in result.output.splitlines() if line.strip().startswith(option))
+    assert f"[default: {default}" in line
+
+
+def test_run_and_report_are_click_commands_called_as_functions_too() -> None:
+    from deepep_a4.tools import run_benchmark
+    from deepep_a4.tools.report import cli as report_cli
+
+    assert cli.main.commands["run"] is run_benchmark.command  # type: ignore[attr-defined]
+    assert cli.main.commands["report"] is report_cli.command  # type: ignore[attr-defined]
+    assert report_cli.main(["--help"]) == 0 and run_benchmark.main(["--help"]) == 0

@@ -36,12 +36,17 @@ TABLE: dict[str, Any] = {
         "pd-balanced": {"per_gib_month": {"asia-southeast1": 0.146}},
     },
     "gke": {"cluster_fee_per_hour": 0.5, "source": "test"},
+    "network": {"cloud_nat": {"per_vm_hour": 0.01, "max_billed_vms": 32, "data_per_gib": 0.045}},
+    "scheduler": {"per_job_31_days": 0.744, "free_jobs_per_billing_account": 3},
+    "storage": {"standard_per_gib_month": {"asia-southeast1": 0.02}},
 }
 
 
 def test_machines_disks_and_fee_add_up_per_hour_and_per_ttl() -> None:
     est = cost.estimate(cfg_of("gke-b200", nodeCount=3, ttl="2h", bootDiskGb=500), TABLE)
-    machines, ssd, disks, fee, system = est.lines
+    machines, ssd, disks, fee, system, scheduler, nat = est.lines
+    assert nat.spot == nat.on_demand == pytest.approx(0.01 * (3 + 1))  # 3 A4 nodes and the system node
+    assert scheduler.spot == scheduler.on_demand == pytest.approx(0.744 / (31 * 24))
     assert (machines.spot, machines.on_demand) == (30.0, 75.0)
     # 3 nodes x 12,000 GiB of bundled local SSD at the per-GiB-month rate, over Google's 730-hour month.
     assert ssd.spot == pytest.approx(3 * 12_000 * 0.0365 / 730, abs=1e-4)
@@ -52,7 +57,7 @@ def test_machines_disks_and_fee_add_up_per_hour_and_per_ttl() -> None:
     assert system.spot == system.on_demand == pytest.approx(0.2 + 50 * 0.146 / 730, abs=1e-4)
     assert "system pool 1 x e2-standard-4 + 50 GB pd-balanced" in system.item
     assert None not in (ssd.spot, ssd.on_demand, disks.spot, system.spot)
-    parts = [ssd, disks, fee, system]
+    parts = [ssd, disks, fee, system, scheduler, nat]
     assert est.spot_hourly == pytest.approx(30.0 + sum(x.spot or 0 for x in parts), abs=1e-3)
     assert est.on_demand_hourly == pytest.approx(75.0 + sum(x.on_demand or 0 for x in parts), abs=1e-3)
     assert est.spot_hourly is not None
@@ -71,7 +76,8 @@ def test_an_unknown_rate_stays_unknown_and_out_of_the_totals() -> None:
     for line in (ssd, disks, system):  # never zero, never guessed
         assert line.spot is None and line.on_demand is None, line
     assert est.unknown_items == [ssd.item, disks.item, system.item]
-    assert est.spot_hourly == pytest.approx(est.lines[0].spot + 0.5)  # type: ignore[operator]
+    known = 0.5 + sum(line.spot or 0 for line in est.lines[5:])  # the fee, the deadline job and the NAT
+    assert est.spot_hourly == pytest.approx(est.lines[0].spot + known)  # type: ignore[operator]
     text = "\n".join(cost.render(est))
     assert "not in the totals (price unknown): local SSD" in text
 
@@ -213,3 +219,26 @@ def test_the_plan_prints_and_writes_the_estimate(stack: str, tmp_path: Path, cap
     assert "Estimated cost (an ESTIMATE" in printed
     assert f"${est['spotPerHour']:,.2f}" in printed and f"${est['onDemandPerHour']:,.2f}" in printed
     assert ("GKE cluster management fee" in printed) == (stack == "gke-b200")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_nat_scheduler_and_buckets_are_priced_or_not_counted_with_a_reason(stack: str) -> None:
+    est = cost.estimate(cfg_of(stack))
+    nat = next(line for line in est.lines if line.item.startswith("Cloud NAT gateway"))
+    assert nat.spot is not None and nat.spot > 0 and "per VM-hour" in nat.note
+    scheduler = [line for line in est.lines if line.item.startswith("Cloud Scheduler job")]
+    assert len(scheduler) == (1 if stack.startswith("gke") else 0)
+    assert all(line.spot is not None and "per job per 31 days" in line.note for line in scheduler)
+    text = "\n".join(cost.render(est))
+    assert "not counted: Cloud NAT data processing ($0.045 per GiB): depends on what the nodes download" in text
+    assert ("not counted: the results bucket" in text) == (est.stack.startswith("gce"))
+    assert ("not counted: the artifact store's bucket" in text) == bool(cfg_of(stack).installer.store_url)
+    prices = cost.load_prices()
+    for entry in (prices["network"]["cloud_nat"], prices["scheduler"], prices["storage"]):
+        assert entry["source"] and entry["read"]
+
+
+def test_the_boot_disk_says_exactly_why_its_rate_is_unknown() -> None:
+    est = cost.estimate(cfg_of("gce-b200"))
+    boot = next(line for line in est.lines if line.item.startswith("boot disks"))
+    assert boot.spot is None and "Google's disk pricing page fills it in the browser" in boot.note

@@ -77,10 +77,8 @@ def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
     def never(*_: object) -> Any:
         raise AssertionError("nothing may be created for a bad argument")
 
-    with pytest.raises(SystemExit) as exit_:
-        run_benchmark.main(["--stack", "gce-b200", flag, value], which=never, make_stack=never)
-    assert exit_.value.code == 2
-    assert f"argument {flag}" in capsys.readouterr().err
+    assert run_benchmark.main(["--stack", "gce-b200", flag, value], which=never, make_stack=never) == 2
+    assert f"Invalid value for '{flag}'" in capsys.readouterr().err
 
 
 def test_printout_counts_the_files_written_shows_what_is_installed_and_flags_the_placeholder(tmp_path: Path) -> None:
@@ -145,3 +143,36 @@ def test_an_out_folder_that_cannot_be_created_is_refused_before_the_plan_runs(
     assert plan.run("gke-b200", Path("/proc/deepep-a4-plan"), quiet=True) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --out /proc/deepep-a4-plan: cannot create a folder in /proc") and "\n" == err[-1]
+
+
+@pytest.mark.parametrize(("stack", "made_up"), [("gke-b200", "gkeVersion"), ("gce-b200", "gceImage")])
+def test_the_plan_marks_made_up_values_as_stand_ins_and_states_deadline_and_bring_up(
+    stack: str, made_up: str, tmp_path: Path
+) -> None:
+    from deepep_a4.tools import plan as plan_tool
+    from deepep_a4.tools import plan_engine as engine
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert plan_tool.main(["--stack", stack, "--out", str(tmp_path / "p")]) == 0
+    lines = out.getvalue().splitlines()
+    outputs = lines[lines.index("Outputs:") + 1 : lines.index("Installed on every node:")]
+    label = f"({engine.STAND_IN})"
+    marked = {line.split(":")[0].strip() for line in outputs if engine.STAND_IN in line}
+    assert made_up in marked and "deadline" in marked
+    for line in outputs:  # every value that holds something only the mocks invent carries the label
+        assert not engine.is_stand_in(line) or engine.STAND_IN in line, line
+    assert any(line.startswith(f"  {made_up}: ") and line.endswith(label) for line in outputs)
+    assert any(line.startswith("Bring-up per node (host-install): ") for line in lines)
+    assert any(line.startswith("Deadline: ") and engine.STAND_IN in line for line in lines)
+    saved = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert made_up in saved["standIns"] and saved["bringUpSeconds"]["profile"] == "host-install"
+
+
+def test_only_mock_made_values_are_stand_ins() -> None:
+    from deepep_a4.tools import plan_engine as engine
+
+    assert engine.is_stand_in(engine.MOCK_ENGINE_VERSIONS["defaultClusterVersion"])
+    assert engine.is_stand_in({"image": f"projects/x/global/images/{next(iter(engine.MOCK_IMAGES.values()))}"})
+    assert engine.is_stand_in("my-family" + engine.INVENTED_IMAGE_SUFFIX)
+    assert not engine.is_stand_in("asia-southeast1-b") and not engine.is_stand_in(["deepep-gke-b200-rdma-0"])

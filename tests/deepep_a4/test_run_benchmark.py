@@ -141,7 +141,7 @@ def test_happy_path_runs_every_phase_in_order_and_destroys() -> None:
     ]  # fmt: skip
     text = "\n".join(said)
     assert "nodes ready 1/2" in text and "nodes ready 2/2" in text and "benchmarks finished 2/2" in text
-    assert "] install: " in text and "] bench: " in text and "] destroy: pulumi destroy -s gce-b200" in text
+    assert "] install: " in text and "] bench: " in text and "] destroy: pulumi destroy --refresh -s gce-b200" in text
     assert "[0:01:00] bench: benchmarks finished 0/2" in text  # elapsed: two 30 s sleeps of the install wait
     assert "Bill cap: ttl 8h" in text and "destroyed: nothing of it is left running" in text
     assert "    Updating (gce-b200)" in text  # pulumi's own output is shown, indented
@@ -153,7 +153,7 @@ def test_keep_leaves_the_stack_up_and_says_how_to_remove_it() -> None:
     rc, said, _ = run(["--keep"], calls, FakeProbe(calls, [ready(2)], [ready(2)]))
     assert rc == rb.EXIT_PASS and "destroy" not in calls
     text = "\n".join(said)
-    assert "pulumi destroy -s gce-b200" in text and "still up and billing" in text and "Bill cap" in text
+    assert "pulumi destroy --refresh -s gce-b200" in text and "still up and billing" in text and "Bill cap" in text
 
 
 def test_gate_failure_still_destroys_and_exits_1() -> None:
@@ -196,7 +196,7 @@ def test_ctrl_c_offers_destroy_and_declining_says_what_runs() -> None:
     assert "destroy" not in calls and calls[-1] == "ask"
     text = "\n".join(said)
     assert "interrupted (Ctrl-C)" in text and "Destroy stack gce-b200 now? [Y/n]" in text
-    assert "still up and billing" in text and "pulumi destroy -s gce-b200" in text and "Bill cap" in text
+    assert "still up and billing" in text and "pulumi destroy --refresh -s gce-b200" in text and "Bill cap" in text
 
 
 def test_ctrl_c_at_the_question_keeps_the_stack_and_says_so() -> None:
@@ -204,7 +204,7 @@ def test_ctrl_c_at_the_question_keeps_the_stack_and_says_so() -> None:
     probe = FakeProbe(calls, [KeyboardInterrupt()], [ready(2)])
     rc, said, _ = run([], calls, probe, answers=["^C"])
     assert rc == rb.EXIT_INTERRUPTED and "destroy" not in calls
-    assert any("pulumi destroy -s gce-b200" in line for line in said)
+    assert any("pulumi destroy --refresh -s gce-b200" in line for line in said)
 
 
 def test_without_a_terminal_a_failure_destroys_unless_keep(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,7 +223,7 @@ def test_failed_destroy_exits_5_and_says_how_to_retry() -> None:
     rc, said, _ = run([], calls, FakeProbe(calls, [ready(2)], [ready(2)]), stack=stack)
     assert rc == rb.EXIT_DESTROY_FAILED
     assert any("destroy FAILED" in line and "resource in use" in line for line in said)
-    assert any("pulumi destroy -s gce-b200" in line for line in said)
+    assert any("pulumi destroy --refresh -s gce-b200" in line for line in said)
 
 
 def test_destroy_only() -> None:

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from deepep_a4.tools.report.runs import Row, Run
 from scripts.bench import parse as bp
-
-if TYPE_CHECKING:  # analysis imports this module
-    from deepep_a4.tools.report.analysis import Row, Run
 
 FIELD_LABEL = {"nvl_bw": "NVL", "rdma_bw": "RDMA", "bw": "per rank", "busbw": "bus bw", "algbw": "alg bw"}
 

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+import click
 
 from deepep_a4.tools.report.analysis import analyze
 from deepep_a4.tools.report.checks import FIELD_LABEL
 from deepep_a4.tools.report.sources import (
     DEFAULT_GATE_RATIO,
     ROOT,
+    SourceArgs,
     SourceError,
     make_source,
     stack_gate_ratio,
@@ -33,9 +34,7 @@ def gate_ratio_arg(text: str) -> float:
     except ValueError:
         ratio = float("nan")
     if not 0 <= ratio <= 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a fraction between 0 and 1 (as benchGateRatio), e.g. 0.5, not {text}"
-        )
+        raise click.BadParameter(f"must be a fraction between 0 and 1 (as benchGateRatio), e.g. 0.5, not {text}")
     return ratio
 
 
@@ -47,41 +46,80 @@ def out_problem(out: Path) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="deepep-a4 report", description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("sources", nargs="*", help="log files or folders, k8s:NAMESPACE, or a registered scheme")
-    ap.add_argument(
-        "--stack",
-        help="read the stack's benchmark Jobs, kubeconfig output, benchGateRatio and its tests (each expected)",
-    )
-    ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig for k8s: sources")
-    ap.add_argument("--namespace", default=None, help="namespace of the benchmark Jobs (k8s: without one)")
-    ap.add_argument(
-        "--gate-ratio",
-        type=gate_ratio_arg,
-        help=f"fraction of the baseline that passes, 0 to 1 (default: benchGateRatio or {DEFAULT_GATE_RATIO})",
-    )
-    ap.add_argument("--out", default=None, help="report folder (default build/report[/STACK])")
-    ap.add_argument("--no-plots", action="store_true")
-    args = ap.parse_args(argv)
+def _gate_ratio(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    return None if value is None else gate_ratio_arg(value)
 
-    gate = args.gate_ratio
-    specs = list(args.sources)
-    if not specs and not args.stack:
-        ap.error("give a SOURCE or --stack")
-    if args.stack and (why := unknown_stack(args.stack)):
+
+HELP = """Benchmark report from a stack's Jobs, a bucket or saved logs, with its verdict.
+
+SOURCES: log files or folders, k8s:NAMESPACE, gs://BUCKET/PREFIX (or another registered scheme); none with
+--stack reads the stack's benchmark Jobs.
+
+Exit status: 0 the verdict is PASS; 1 it is FAIL or NOT PROVEN (the verdict fails closed: a check without its
+evidence is "not run"; the reasons are printed); 2 nothing found or a usage error."""
+
+
+@click.command("report", help=HELP, context_settings={"show_default": True})
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--stack", help="read the stack's benchmark Jobs, kubeconfig output, benchGateRatio and its tests (each expected)"
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    show_envvar=True,
+    help="kubeconfig for k8s: sources",
+)
+@click.option("--namespace", help="namespace of the benchmark Jobs (k8s: without one)")
+@click.option(
+    "--gate-ratio",
+    callback=_gate_ratio,
+    metavar="RATIO",
+    help=f"fraction of the baseline that passes, 0 to 1 (default: benchGateRatio or {DEFAULT_GATE_RATIO})",
+)
+@click.option("--out", help="report folder (default build/report[/STACK])")
+@click.option("--no-plots", is_flag=True, help="write no sweep plots (no matplotlib needed)")
+@click.pass_context
+def command(
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    stack: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    gate_ratio: float | None,
+    out: str | None,
+    no_plots: bool,
+) -> None:
+    if not sources and not stack:
+        raise click.UsageError("give a SOURCE or --stack")
+    ctx.exit(execute(list(sources), stack, SourceArgs(kubeconfig, namespace), gate_ratio, out, no_plots))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The same command as a function, its exit status returned."""
+    try:
+        command.main(args=argv, prog_name="deepep-a4 report")
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    return 0
+
+
+def execute(
+    specs: list[str], stack: str | None, args: SourceArgs, gate: float | None, out_arg: str | None, no_plots: bool
+) -> int:
+    if stack and (why := unknown_stack(stack)):
         print(f"error: {why}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else ROOT / "build" / "report" / (args.stack or "")
+    out = Path(out_arg) if out_arg else ROOT / "build" / "report" / (stack or "")
     if why := out_problem(out):
         print(f"error: {why}", file=sys.stderr)
         return 2
     tmp: tempfile.TemporaryDirectory[str] | None = None
     expected: tuple[str, ...] = ()
-    if args.stack:
+    if stack:
         try:
-            gate = stack_gate_ratio(args.stack) if gate is None else gate
-            expected = stack_tests(args.stack)
+            gate = stack_gate_ratio(stack) if gate is None else gate
+            expected = stack_tests(stack)
         except SourceError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -93,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 return 2
-            kubeconfig = stack_output(args.stack, "kubeconfig", secret=True)
+            kubeconfig = stack_output(stack, "kubeconfig", secret=True)
             if kubeconfig is None:
                 print(
-                    f"error: stack {args.stack} has no kubeconfig output (is it a GKE stack that is up?)",
+                    f"error: stack {stack} has no kubeconfig output (is it a GKE stack that is up?)",
                     file=sys.stderr,
                 )
                 return 2
@@ -105,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             kc.write_text(kubeconfig)
             kc.chmod(0o600)
             args.kubeconfig = str(kc)
-            args.kubeconfig_label = f"the kubeconfig output of stack {args.stack}"
-            namespace = args.namespace or stack_output(args.stack, "benchNamespace")
+            args.kubeconfig_label = f"the kubeconfig output of stack {stack}"
+            namespace = args.namespace or stack_output(stack, "benchNamespace")
             specs = [f"k8s:{namespace or ''}"]
     if args.namespace is None and any(s.startswith("k8s:") for s in specs):
         from scripts.names import NAMESPACE
@@ -133,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no benchmark results found in: " + ", ".join(s.describe() for s in sources), file=sys.stderr)
         return 2
     try:
-        path = write_report(report, out, plots=not args.no_plots)
+        path = write_report(report, out, plots=not no_plots)
     except OSError as err:
         print(f"error: cannot write the report to {out}: {err.strerror or err}", file=sys.stderr)
         return 2
@@ -154,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     print(f"gate: {report.verdict}")
+    if not report.passed:
+        print(
+            f"exit 1: the verdict is {report.verdict}, not PASS; the reasons are above "
+            "(docs/benchmarks.md tells how to read them)",
+            file=sys.stderr,
+        )
     return 0 if report.passed else 1
 
 

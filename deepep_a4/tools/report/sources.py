@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -16,6 +15,7 @@ from typing import Any, Protocol
 from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.tools.report.records import check_runner_doc, skip_text
+from scripts.names import NAMESPACE
 
 ROOT = project_root()
 
@@ -42,7 +42,16 @@ class Source(Protocol):
     def items(self) -> Iterator[LogItem]: ...
 
 
-SourceFactory = Callable[[str, argparse.Namespace], Source]
+@dataclass
+class SourceArgs:
+    """What a source factory may read of the command line: the cluster to ask for `k8s:` sources."""
+
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    kubeconfig_label: str | None = None  # how errors name the kubeconfig (a stack's output, not a temp path)
+
+
+SourceFactory = Callable[[str, SourceArgs], Source]
 _SOURCES: dict[str, SourceFactory] = {}
 
 
@@ -187,10 +196,10 @@ class KubernetesSource:
             yield LogItem(pod.metadata.name, text=text, meta=meta)
 
 
-def _k8s_factory(spec: str, args: argparse.Namespace) -> Source:
-    namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace
-    label = getattr(args, "kubeconfig_label", None)
-    return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=label)
+def _k8s_factory(spec: str, args: SourceArgs) -> Source:
+    # The command line fills args.namespace for every k8s: source; a caller without one gets the runner's.
+    namespace = spec.split(":", 1)[1].lstrip("/") or args.namespace or NAMESPACE
+    return KubernetesSource(namespace, kubeconfig=args.kubeconfig, kubeconfig_label=args.kubeconfig_label)
 
 
 register_source("k8s", _k8s_factory)
@@ -201,7 +210,7 @@ from deepep_a4.tools.gcs_source import make_gs_factory  # noqa: E402  (registers
 register_source("gs", make_gs_factory(PathSource))
 
 
-def make_source(spec: str, args: argparse.Namespace) -> Source:
+def make_source(spec: str, args: SourceArgs) -> Source:
     """The source of `spec`; SourceError for an unknown scheme or a path that does not exist."""
     m = re.match(r"^([a-z][a-z0-9+.-]*):(?!\\)", spec)
     if m and m[1] in _SOURCES:
