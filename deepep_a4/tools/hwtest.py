@@ -37,7 +37,9 @@ LEFT_OUT = {
 HWTEST_SH = "hwtest.sh"
 
 
-def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str) -> installer.Profile:
+def profile(
+    nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, nvshmem_source: str = "source"
+) -> installer.Profile:
     commit = installer.deepep_commit(deepep_ref)
     return installer.Profile(
         target="hwtest",
@@ -50,7 +52,7 @@ def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, pyth
             "CUDA_ARCH": arch,
             "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}",
             "NVSHMEM_VERSION": nvshmem,
-            "NVSHMEM_SOURCE": "source",
+            "NVSHMEM_SOURCE": nvshmem_source,
             "NVSHMEM_SRC_URL": "store-only",
             "DEEPEP_REF": deepep_ref,
             "DEEPEP_COMMIT": commit,
@@ -135,19 +137,45 @@ exit "$rc"
 @click.option("--root", default="/opt/deepep-hwtest", show_default=True, help="install root on the machine")
 @click.option("--python", default="python3", show_default=True, help="the interpreter that has PyTorch")
 @click.option(
+    "--nvshmem-source",
+    type=click.Choice(["source", "pip"]),
+    default="source",
+    show_default=True,
+    help="source: build NVSHMEM; pip: the nvidia-nvshmem wheel PyTorch brought (its version must match)",
+)
+@click.option(
     "--sources",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="folder of source files named as the store names them: OUT/store is filled from it",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
 )
 def command(
-    out: Path, nvshmem_version: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, sources: Path | None
+    out: Path,
+    nvshmem_version: str,
+    deepep_ref: str,
+    cuda: str,
+    arch: str,
+    root: str,
+    python: str,
+    nvshmem_source: str,
+    sources: Path | None,
 ) -> None:
     """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
     from deepep_a4.tools import plan as plan_tool
     from deepep_a4.tools import store
 
     _, _, cfg = plan_tool.load_stack(BASE_STACK)
-    files = installer.render_profile(cfg, profile(nvshmem_version, deepep_ref, cuda, arch, root, python))
+    if sources is not None:
+        # Checked before anything is written: every missing file is named at once, with where to get it.
+        wanted = store.sources_of(
+            cfg.versions.gdrcopy, nvshmem_version if nvshmem_source == "source" else "", deepep_ref, pr466=False
+        )
+        sources.mkdir(parents=True, exist_ok=True)
+        (out / "store").mkdir(parents=True, exist_ok=True)
+        missing = store.missing_in(wanted, store.LocalStore((out / "store").resolve()), sources, "--sources")
+        if missing:
+            raise click.ClickException("\n".join(missing))
+    prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source)
+    files = installer.render_profile(cfg, prof)
     for rel, text in files.items():
         path = out / "installer" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,8 +186,6 @@ def command(
     (out / HWTEST_SH).write_text(hwtest_script(root))
     (out / HWTEST_SH).chmod(0o755)
     if sources is not None:
-        wanted = store.sources_of(cfg.versions.gdrcopy, nvshmem_version, deepep_ref, pr466=False)
-        (out / "store").mkdir(parents=True, exist_ok=True)
-        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources)
+        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources, option="--sources")
     click.echo(f"wrote {out}/{HWTEST_SH} and {out}/installer ({len(files)} files): phases {' '.join(PHASES)}")
     click.echo(f"left out: {', '.join(LEFT_OUT)}; run as root there: bash {out}/{HWTEST_SH} --store DIR")
