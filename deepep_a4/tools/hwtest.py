@@ -5,8 +5,10 @@
 
 The machine: an H100 or H200 (sm_90) with Ubuntu, CUDA and PyTorch already installed, no internet and no
 RDMA NICs. The installer that runs there is the real one (run.sh, lib.sh, store.sh and the phase scripts,
-byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source, PyTorch as
-installed, DeepEP built for the machine's arch, the env file and verify without NIC checks. The phases
+byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source (or the pip wheel
+PyTorch brought), the machine's PyTorch copied into a standalone venv and stored as the PyTorch environment
+artifact (restored at another path by later runs), DeepEP built for the machine's arch, the env file and
+verify without NIC checks. The phases
 that change the machine itself (DOCA-OFED, driver, peer mapping, CUDA from apt, the reboot) are not
 shipped at all, and the status file lists them with the reason (`leftOut`). Sources come from the store
 only (`deepep-a4 store fill --from DIR --store DIR`); built artifacts are published there, so a second run
@@ -82,14 +84,17 @@ def hwtest_script(root: str) -> str:
     parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
     return f"""#!/bin/bash
 # deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
-#   bash hwtest.sh --store DIR [--root DIR] [--no-tests]   exit: the installer's, or 1 if a test failed
+#   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests]
+#   exit: the installer's, or 1 if a test failed. --pytorch-builder DIR first runs the pytorch phase alone at
+#   the root DIR and publishes the environment (a store builder's part), so the install restores it elsewhere.
 set -uo pipefail
 HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
-root={shlex.quote(root)} store="" tests=1
+root={shlex.quote(root)} store="" tests=1 builder=""
 while (($#)); do
   case $1 in
     --store) store=$2 && shift ;;
     --root) root=$2 && shift ;;
+    --pytorch-builder) builder=$2 && shift ;;
     --no-tests) tests=0 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
@@ -100,7 +105,26 @@ if [[ -z $store ]]; then
   exit 2
 fi
 mkdir -p "$store"
-export DEEPEP_STORE_URL="$(cd "$store" && pwd -P)" DEEPEP_INSTALL_ROOT="$root"
+store="$(cd "$store" && pwd -P)"
+export DEEPEP_STORE_URL="$store" DEEPEP_INSTALL_ROOT="$root"
+if [[ -n $builder ]]; then
+  (
+    set -Eeuo pipefail
+    export DEEPEP_INSTALL_ROOT="$builder" PHASE=pytorch
+    cd "$HERE/installer"
+    # shellcheck source=/dev/null
+    source ./config.sh
+    # shellcheck source=/dev/null
+    source ./lib.sh
+    PHASE_SCRIPT="$(ls "$PWD"/phases/*-pytorch.sh)"
+    export PHASE_SCRIPT
+    mkdir -p "$STATE/phases" "$CACHE" "$LOGS"
+    # shellcheck source=/dev/null
+    source "$PHASE_SCRIPT"
+    phase_run
+    echo "hwtest: pytorch phase at $builder: $(<"$STATE/phases/pytorch.note")"
+  ) || exit 1
+fi
 t0=$SECONDS
 bash "$HERE/installer/run.sh"
 rc=$?

@@ -84,9 +84,11 @@ PY
   fix_shebangs "$(dirname "$(dirname "$BASE_PYTHON")")"
 }
 
+# The environment is checked before with_artifact publishes it: a broken one must not reach other nodes.
 build_env() {
   if [[ $TORCH_VERSION == installed ]]; then
     copy_installed
+    "$VENV/bin/python" -c 'import torch' || die "the copy of the machine's PyTorch in $VENV does not import torch"
     return 0
   fi
   ensure_venv
@@ -98,6 +100,9 @@ build_env() {
   fi
   pip_install "${constraints[@]}" --index-url "$TORCH_INDEX_URL" --extra-index-url "$PYPI_INDEX_URL" \
     "torch==$TORCH_VERSION" "$NUMPY_SPEC" ninja packaging
+  local got
+  got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
+  [[ $got == "$TORCH_VERSION" ]] || die "the venv has torch $got, not $TORCH_VERSION"
 }
 
 # fix_shebangs OLD_PREFIX: scripts in R/venv/bin whose first line runs OLD_PREFIX/bin/python* run this
