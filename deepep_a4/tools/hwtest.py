@@ -188,6 +188,7 @@ def command(
     from deepep_a4.tools import store
 
     _, _, cfg = plan_tool.load_stack(BASE_STACK)
+    wanted: list[store.Source] = []
     if sources is not None:
         # Checked before anything is written: every missing file is named at once, with where to get it.
         wanted = store.sources_of(

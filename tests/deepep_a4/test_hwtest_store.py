@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 from components.config import upstream
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import hwtest
 from deepep_a4.tools import store as store_tool
 from tests.conftest import ROOT
 
