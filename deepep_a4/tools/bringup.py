@@ -37,7 +37,7 @@ ESTIMATES: dict[str, Estimate] = {
     "cuda": Estimate(0, 0, "counted in nvidia-driver's range (field report R2 gives them together)"),
     "peermapping": Estimate(0, 5, "writes one modprobe.d line; takes effect with the reboot"),
     "reboot": Estimate(60, 180, "not measured on A4: a range to replace with a measured boot"),
-    # The hardware test uses the machine's PyTorch; an A4 node pip-installs it (no store serves wheels yet).
+    # An A4 node pip-installs PyTorch on a store miss; a store hit restores it in 11-12 s (docs/store.md).
     "pytorch (pip on A4)": Estimate(60, 300, "field report R2 (GKE A4): PyTorch install + DeepEP build 3-5 min"),
 }
 # Five minutes from start to ready for the phases the installer runs itself on a warm store.

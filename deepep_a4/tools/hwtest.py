@@ -5,8 +5,10 @@
 
 The machine: an H100 or H200 (sm_90) with Ubuntu, CUDA and PyTorch already installed, no internet and no
 RDMA NICs. The installer that runs there is the real one (run.sh, lib.sh, store.sh and the phase scripts,
-byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source, PyTorch as
-installed, DeepEP built for the machine's arch, the env file and verify without NIC checks. The phases
+byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source (or the pip wheel
+PyTorch brought), the machine's PyTorch copied into a standalone venv and stored as the PyTorch environment
+artifact (restored at another path by later runs), DeepEP built for the machine's arch, the env file and
+verify without NIC checks. The phases
 that change the machine itself (DOCA-OFED, driver, peer mapping, CUDA from apt, the reboot) are not
 shipped at all, and the status file lists them with the reason (`leftOut`). Sources come from the store
 only (`deepep-a4 store fill --from DIR --store DIR`); built artifacts are published there, so a second run
@@ -37,7 +39,9 @@ LEFT_OUT = {
 HWTEST_SH = "hwtest.sh"
 
 
-def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str) -> installer.Profile:
+def profile(
+    nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, nvshmem_source: str = "source"
+) -> installer.Profile:
     commit = installer.deepep_commit(deepep_ref)
     return installer.Profile(
         target="hwtest",
@@ -50,7 +54,7 @@ def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, pyth
             "CUDA_ARCH": arch,
             "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}",
             "NVSHMEM_VERSION": nvshmem,
-            "NVSHMEM_SOURCE": "source",
+            "NVSHMEM_SOURCE": nvshmem_source,
             "NVSHMEM_SRC_URL": "store-only",
             "DEEPEP_REF": deepep_ref,
             "DEEPEP_COMMIT": commit,
@@ -80,14 +84,17 @@ def hwtest_script(root: str) -> str:
     parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
     return f"""#!/bin/bash
 # deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
-#   bash hwtest.sh --store DIR [--root DIR] [--no-tests]   exit: the installer's, or 1 if a test failed
+#   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests]
+#   exit: the installer's, or 1 if a test failed. --pytorch-builder DIR first runs the pytorch phase alone at
+#   the root DIR and publishes the environment (a store builder's part), so the install restores it elsewhere.
 set -uo pipefail
 HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
-root={shlex.quote(root)} store="" tests=1
+root={shlex.quote(root)} store="" tests=1 builder=""
 while (($#)); do
   case $1 in
     --store) store=$2 && shift ;;
     --root) root=$2 && shift ;;
+    --pytorch-builder) builder=$2 && shift ;;
     --no-tests) tests=0 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
@@ -98,7 +105,26 @@ if [[ -z $store ]]; then
   exit 2
 fi
 mkdir -p "$store"
-export DEEPEP_STORE_URL="$(cd "$store" && pwd -P)" DEEPEP_INSTALL_ROOT="$root"
+store="$(cd "$store" && pwd -P)"
+export DEEPEP_STORE_URL="$store" DEEPEP_INSTALL_ROOT="$root"
+if [[ -n $builder ]]; then
+  (
+    set -Eeuo pipefail
+    export DEEPEP_INSTALL_ROOT="$builder" PHASE=pytorch
+    cd "$HERE/installer"
+    # shellcheck source=/dev/null
+    source ./config.sh
+    # shellcheck source=/dev/null
+    source ./lib.sh
+    PHASE_SCRIPT="$(ls "$PWD"/phases/*-pytorch.sh)"
+    export PHASE_SCRIPT
+    mkdir -p "$STATE/phases" "$CACHE" "$LOGS"
+    # shellcheck source=/dev/null
+    source "$PHASE_SCRIPT"
+    phase_run
+    echo "hwtest: pytorch phase at $builder: $(<"$STATE/phases/pytorch.note")"
+  ) || exit 1
+fi
 t0=$SECONDS
 bash "$HERE/installer/run.sh"
 rc=$?
@@ -135,19 +161,46 @@ exit "$rc"
 @click.option("--root", default="/opt/deepep-hwtest", show_default=True, help="install root on the machine")
 @click.option("--python", default="python3", show_default=True, help="the interpreter that has PyTorch")
 @click.option(
+    "--nvshmem-source",
+    type=click.Choice(["source", "pip"]),
+    default="source",
+    show_default=True,
+    help="source: build NVSHMEM; pip: the nvidia-nvshmem wheel PyTorch brought (its version must match)",
+)
+@click.option(
     "--sources",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="folder of source files named as the store names them: OUT/store is filled from it",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
 )
 def command(
-    out: Path, nvshmem_version: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, sources: Path | None
+    out: Path,
+    nvshmem_version: str,
+    deepep_ref: str,
+    cuda: str,
+    arch: str,
+    root: str,
+    python: str,
+    nvshmem_source: str,
+    sources: Path | None,
 ) -> None:
     """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
     from deepep_a4.tools import plan as plan_tool
     from deepep_a4.tools import store
 
     _, _, cfg = plan_tool.load_stack(BASE_STACK)
-    files = installer.render_profile(cfg, profile(nvshmem_version, deepep_ref, cuda, arch, root, python))
+    wanted: list[store.Source] = []
+    if sources is not None:
+        # Checked before anything is written: every missing file is named at once, with where to get it.
+        wanted = store.sources_of(
+            cfg.versions.gdrcopy, nvshmem_version if nvshmem_source == "source" else "", deepep_ref, pr466=False
+        )
+        sources.mkdir(parents=True, exist_ok=True)
+        (out / "store").mkdir(parents=True, exist_ok=True)
+        missing = store.missing_in(wanted, store.LocalStore((out / "store").resolve()), sources, "--sources")
+        if missing:
+            raise click.ClickException("\n".join(missing))
+    prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source)
+    files = installer.render_profile(cfg, prof)
     for rel, text in files.items():
         path = out / "installer" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,8 +211,6 @@ def command(
     (out / HWTEST_SH).write_text(hwtest_script(root))
     (out / HWTEST_SH).chmod(0o755)
     if sources is not None:
-        wanted = store.sources_of(cfg.versions.gdrcopy, nvshmem_version, deepep_ref, pr466=False)
-        (out / "store").mkdir(parents=True, exist_ok=True)
-        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources)
+        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources, option="--sources")
     click.echo(f"wrote {out}/{HWTEST_SH} and {out}/installer ({len(files)} files): phases {' '.join(PHASES)}")
     click.echo(f"left out: {', '.join(LEFT_OUT)}; run as root there: bash {out}/{HWTEST_SH} --store DIR")

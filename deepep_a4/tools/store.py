@@ -35,7 +35,8 @@ DOWNLOAD_TIMEOUT_S = 600
 @dataclass(frozen=True)
 class Source:
     name: str  # the object name under sources/ (what the installer's fetch asks for)
-    url: str
+    url: str  # where to download it; empty when no public URL serves it (then `how` says how to make it)
+    how: str = ""
 
 
 def sources(cfg: StackConfig) -> list[Source]:
@@ -49,10 +50,13 @@ def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466
     if nvshmem_source_version:
         v = nvshmem_source_version
         try:
-            url = upstream.nvshmem_source_url(v)
-        except KeyError:  # a development version (the hardware test): only --from can supply it
-            url = f"(no public URL for NVSHMEM {v})"
-        out.append(Source(f"nvshmem-{v}-source", url))
+            out.append(Source(f"nvshmem-{v}-source", upstream.nvshmem_source_url(v)))
+        except KeyError:  # a development version (the hardware test): no release archive serves it
+            how = (
+                f"NVSHMEM {v} has no release archive on GitHub (not a tag of NVIDIA/nvshmem): make one from a "
+                f"clone at the commit you mean, `git archive --format=tar.gz --prefix=nvshmem-{v}/ COMMIT`"
+            )
+            out.append(Source(f"nvshmem-{v}-source", "", how))
     commit = installer.deepep_commit(deepep_ref)
     if commit:
         out.append(Source(f"deepep-{commit}.tar.gz", f"https://codeload.github.com/deepseek-ai/DeepEP/tar.gz/{commit}"))
@@ -145,9 +149,33 @@ def _download(url: str, dest: Path) -> None:
         shutil.copyfileobj(resp, out)
 
 
-def fill(wanted: list[Source], store: LocalStore | GcsStore, from_dir: Path | None, echo=click.echo) -> int:
-    """Puts every source in `wanted` into the store; returns how many were added."""
+def where(src: Source) -> str:
+    return f"download it from {src.url}" if src.url else src.how
+
+
+def missing_in(wanted: list[Source], store: LocalStore | GcsStore, from_dir: Path, option: str) -> list[str]:
+    """One line per source that neither the store nor FROM_DIR has: its file name and where to get it."""
+    lines = []
+    for src in wanted:
+        if not store.has(f"{SOURCES_DIR}/{src.name}") and not (from_dir / src.name).is_file():
+            lines.append(f"  {src.name}: {where(src)}")
+    if lines:
+        head = f"{option} {from_dir}: {len(lines)} of {len(wanted)} files missing (put them there by these names):"
+        lines.insert(0, head)
+    return lines
+
+
+def fill(
+    wanted: list[Source], store: LocalStore | GcsStore, from_dir: Path | None, echo=click.echo, option: str = "--from"
+) -> int:
+    """Puts every source in `wanted` into the store; returns how many were added. With FROM_DIR, every
+    missing file is named at once before anything is written."""
     added = 0
+    if from_dir is not None:
+        from_dir.mkdir(parents=True, exist_ok=True)
+        missing = missing_in(wanted, store, from_dir, option)
+        if missing:
+            raise click.ClickException("\n".join(missing))
     with tempfile.TemporaryDirectory(prefix="deepep-store-") as tmp:
         for src in wanted:
             rel = f"{SOURCES_DIR}/{src.name}"
@@ -156,8 +184,8 @@ def fill(wanted: list[Source], store: LocalStore | GcsStore, from_dir: Path | No
                 continue
             if from_dir is not None:
                 file = from_dir / src.name
-                if not file.is_file():
-                    raise click.ClickException(f"--from {from_dir}: no file {src.name} (download it from {src.url})")
+            elif not src.url:
+                raise click.ClickException(f"{src.name}: {src.how}; then pass the folder with {option}")
             else:
                 file = Path(tmp) / src.name
                 try:
@@ -181,8 +209,8 @@ def command() -> None:
 @click.option(
     "--from",
     "from_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="take the files from this folder (named as the store names them) instead of downloading",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="take the files from this folder (named as the store names them; created if absent) instead of downloading",
 )
 def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:
     """Put the stack's sources (GDRCopy, NVSHMEM, DeepEP, PR #466) into the store."""

@@ -13,7 +13,7 @@
 
 STORE_URL="${DEEPEP_STORE_URL:-${STORE_URL:-}}"
 STORE_URL="${STORE_URL%/}"
-: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}"
+: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}" "${ARTIFACT_PARTS:=0}" "${ARTIFACT_RELOCATABLE:=0}"
 STORE_LOCK_WAIT_S="${DEEPEP_STORE_LOCK_WAIT_S:-${STORE_LOCK_WAIT_S:-1200}}"
 STORE_POLL_S="${DEEPEP_STORE_POLL_S:-15}"
 GCS_API="${DEEPEP_GCS_API:-https://storage.googleapis.com}"
@@ -155,13 +155,17 @@ artifact_key() {
     sha256_of "$(phase_script)"
     artifact_inputs
     for d in ${ARTIFACT_DEPS[$PHASE]:-}; do echo "dep $d $(cat "$STATE/artifacts/$d" 2>/dev/null || echo missing)"; done
-    echo "cuda=$CUDA_VERSION arch=$CUDA_ARCH os=$(os_version) root=$R"
+    # A relocatable artifact (the PyTorch environment) names its platform in artifact_inputs instead.
+    ((ARTIFACT_RELOCATABLE)) || echo "cuda=$CUDA_VERSION arch=$CUDA_ARCH os=$(os_version) root=$R"
   } | sha256sum | cut -c1-24
 }
 
 # with_artifact DIR BUILD_FUNCTION [EXCLUDE...]: DIR from the store when it has this phase's artifact; otherwise
 # BUILD_FUNCTION builds DIR and the result is published (one builder at a time per key, others wait for it).
 # Records the key in STATE/artifacts/PHASE (the dependents' keys include it) and how DIR came (a note).
+# ARTIFACT_PARTS=N (a phase sets it) stores DIR as N uncompressed tar parts of about equal size, fetched
+# and unpacked in parallel, then KEY.parts naming them, published last: gigabytes of shared libraries
+# (PyTorch) unpack in seconds that way, where one gzip stream takes most of a minute (docs/store.md).
 with_artifact() {
   local dir=$1 build=$2 key rel lock tarball waited=0 t0=$SECONDS
   shift 2
@@ -174,6 +178,7 @@ with_artifact() {
     return 0
   fi
   rel="artifacts/$PHASE/$key.tar.gz" lock="locks/$PHASE/$key" tarball="$CACHE/$PHASE-$key.tar.gz"
+  ((ARTIFACT_PARTS)) && rel="artifacts/$PHASE/$key.parts"
   if _restore "$rel" "$tarball" "$dir"; then
     phase_note "artifact $key from the store in $((SECONDS - t0)) s"
   elif ((!STORE_PUBLISH)); then
@@ -203,6 +208,10 @@ with_artifact() {
 
 _restore() {
   local rel=$1 tarball=$2 dir=$3
+  if ((ARTIFACT_PARTS)); then
+    _restore_parts "$rel" "$dir"
+    return
+  fi
   store_get "$rel" "$tarball" || return 1
   rm -rf "$dir" && mkdir -p "$dir"
   tar -xzf "$tarball" -C "$dir"
@@ -213,6 +222,10 @@ _restore() {
 _publish() {
   local rel=$1 tarball=$2 dir=$3 key=$4
   local x excludes=()
+  if ((ARTIFACT_PARTS)); then
+    _publish_parts "$rel" "$dir" "$key"
+    return
+  fi
   for x in "${ARTIFACT_EXCLUDE[@]}"; do excludes+=("--exclude=./$x"); done
   tar -czf "$tarball" "${excludes[@]}" -C "$dir" .
   if store_put "$rel" "$tarball"; then
@@ -223,3 +236,77 @@ _publish() {
   fi
   rm -f "$tarball"
 }
+
+# _parallel FUNCTION ARG...: FUNCTION ARG for every ARG at once; fails if any of them failed.
+_parallel() {
+  local fn=$1 pid a rc=0
+  shift
+  local -a pids=()
+  for a in "$@"; do
+    "$fn" "$a" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  return "$rc"
+}
+
+# KEY.parts lists one part a line ("BUILD/NN.tar BYTES"); the parts are artifacts/PHASE/KEY/BUILD/NN.tar.
+_restore_parts() {
+  local rel=$1 dir=$2 manifest="$CACHE/$PHASE.parts" t0=$SECONDS
+  store_get "$rel" "$manifest" || return 1
+  local -a names
+  mapfile -t names < <(cut -d' ' -f1 "$manifest")
+  ((${#names[@]})) || die "store: $STORE_URL/$rel names no parts"
+  rm -rf "$dir" && mkdir -p "$dir"
+  _PART_BASE="${rel%.parts}" _PART_DIR=$dir
+  _parallel _restore_part "${names[@]}" || die "store: restoring $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
+  log "store: $PHASE restored from $STORE_URL/$rel: ${#names[@]} parts, $(awk '{ s += $2 } END { print int(s / 1048576) }' "$manifest") MB in $((SECONDS - t0)) s"
+  rm -f "$manifest"
+}
+
+_restore_part() {
+  local part="$CACHE/$PHASE-part-${1//\//-}"
+  store_get "$_PART_BASE/$1" "$part" || die "store: $STORE_URL/$_PART_BASE/$1 is missing although the manifest names it"
+  tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
+  rm -f "$part"
+}
+
+# Splits DIR's files (and links) into ARTIFACT_PARTS lists of about equal bytes, largest first into the
+# emptiest part; the excluded paths stay out. Then packs and publishes the parts, and the manifest last.
+_publish_parts() {
+  local rel=$1 dir=$2 key=$3 base="${1%.parts}" lists="$CACHE/$PHASE-$3.lists" t0=$SECONDS x
+  rm -rf "$lists" && mkdir -p "$lists"
+  (cd "$dir" && find . \( -type f -o -type l \) -printf '%s %P\n') | sort -rn |
+    awk -v n="$ARTIFACT_PARTS" -v out="$lists" -v ex="${ARTIFACT_EXCLUDE[*]}" '
+      BEGIN { k = split(ex, skip, " ") }
+      {
+        path = substr($0, index($0, " ") + 1)
+        for (i = 1; i <= k; i++) if (path == skip[i] || index(path, skip[i] "/") == 1) next
+        best = 0
+        for (i = 1; i < n; i++) if (size[i] < size[best]) best = i
+        size[best] += $1
+        printf "%s\n", path > sprintf("%s/%02d", out, best)
+      }'
+  _PART_DIR=$dir _PART_LISTS=$lists
+  local -a names=()
+  for x in "$lists"/*; do names+=("$(basename "$x")"); done
+  _parallel _pack_part "${names[@]}" || die "store: packing $PHASE failed (see above)"
+  local mb
+  mb="$(stat -c %s "$lists"/*.tar | awk '{ s += $1 } END { print int(s / 1048576) }')"
+  # The parts go under a folder of this build's own, so a manifest never mixes two builders' parts.
+  local build_id
+  build_id="$(date +%s)-$RANDOM$RANDOM"
+  for x in "${names[@]}"; do
+    store_put "$base/$build_id/$x.tar" "$lists/$x.tar" || die "store: $base/$build_id/$x.tar exists already"
+  done
+  for x in "${names[@]}"; do echo "$build_id/$x.tar $(stat -c %s "$lists/$x.tar")"; done >"$lists/manifest"
+  if store_put "$rel" "$lists/manifest"; then
+    phase_note "artifact $key built and published (${#names[@]} parts, $mb MB, packed in $((SECONDS - t0)) s)"
+    log "store: published $STORE_URL/$rel"
+  else
+    phase_note "artifact $key built; another node published it first"
+  fi
+  rm -rf "$lists"
+}
+
+_pack_part() { tar -cf "$_PART_LISTS/$1.tar" -C "$_PART_DIR" --no-recursion -T "$_PART_LISTS/$1"; }

@@ -13,7 +13,13 @@ phase_inputs() {
 
 from_wheel() {
   ensure_venv
-  pip_install --no-deps "$(nvshmem_wheel)==$NVSHMEM_VERSION"
+  if [[ $TORCH_VERSION == installed ]] && nvshmem_home >/dev/null 2>&1; then
+    # The hardware test (no internet): the machine's PyTorch brought the wheel; the pytorch phase's
+    # environment carries it on.
+    log "$(nvshmem_wheel) as installed with the machine's PyTorch"
+  else
+    pip_install --no-deps "$(nvshmem_wheel)==$NVSHMEM_VERSION"
+  fi
   local home
   home="$(nvshmem_home)" || die "$(nvshmem_wheel) installed but 'import nvidia.nvshmem' fails"
   ls "$home"/lib/libnvshmem_host.so.3* >/dev/null 2>&1 || die "the wheel has no lib/libnvshmem_host.so.3 ($home)"

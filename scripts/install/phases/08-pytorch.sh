@@ -2,28 +2,169 @@
 # Phase pytorch: PyTorch and NumPy in R/venv, never in the system Python (field report R1 Phase 8 used
 # --break-system-packages; field report R0 ended up in ~/.local). With the pip NVSHMEM, the wheel version is a
 # constraint, so PyTorch's own dependency cannot silently replace it (this phase depends on nvshmem then).
+#
+# With a store, the environment is an artifact (docs/store.md, "The PyTorch environment"): a venv is not
+# relocatable (its scripts' shebangs and pyvenv.cfg name its path), so the artifact holds the venv's files
+# without its interpreter links, and a restore makes a fresh venv at this node's path with the same
+# Python, unpacks the files into it and points the scripts' shebangs at it. Its key is what decides the
+# bytes, never the path: PyTorch version and CUDA tag, the CPython ABI, the platform (glibc's manylinux tag).
+
+# Read by store.sh's with_artifact: 16 parts unpack in parallel; the key leaves out the install root.
+# shellcheck disable=SC2034
+ARTIFACT_PARTS="${DEEPEP_PYTORCH_PARTS:-16}" ARTIFACT_RELOCATABLE=1
+ORIGIN_FILE=.deepep-venv-origin
 
 phase_inputs() {
   echo "torch=$TORCH_VERSION index=$TORCH_INDEX_URL numpy=$NUMPY_SPEC"
   if [[ $NVSHMEM_SOURCE == pip ]]; then echo "constraint=$(nvshmem_wheel)==$NVSHMEM_VERSION"; fi
 }
 
-phase_run() {
-  ensure_venv
+# The interpreter the venv is made from (the pods' copy inside R on GKE is made from it too).
+base_python() { if [[ $TORCH_VERSION == installed ]]; then echo "$BASE_PYTHON"; else echo python3; fi; }
+
+artifact_inputs() {
+  phase_inputs
   if [[ $TORCH_VERSION == installed ]]; then
-    "$(venv_python)" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"' ||
-      die "$BASE_PYTHON has no working PyTorch with CUDA: the hardware test uses the machine's own"
-    phase_note "PyTorch as installed: $("$(venv_python)" -c 'import torch; print(torch.__version__)')"
+    # The hardware test: the machine's own PyTorch stands in for the wheels, by its version.
+    echo "installed torch=$("$BASE_PYTHON" -c 'import importlib.metadata as m; print(m.version("torch"))')"
+  fi
+  "$(base_python)" -c 'import platform, sys, sysconfig
+libc, ver = platform.libc_ver()
+print("python", sys.implementation.cache_tag, sysconfig.get_config_var("SOABI"))
+print("platform", "manylinux_%s_%s" % (ver.replace(".", "_"), platform.machine()) if libc == "glibc" else sysconfig.get_platform())'
+  echo "target=$DEEPEP_TARGET"
+}
+
+# The hardware test (no internet): the machine's PyTorch and what it requires, copied file by file from
+# its site-packages as pip would have installed them, with their scripts; the venv is then standalone.
+copy_installed() {
+  rm -rf "$VENV"
+  "$BASE_PYTHON" -m venv --without-pip "$VENV" || die "$BASE_PYTHON -m venv failed"
+  "$BASE_PYTHON" - "$VENV" <<'PY' || die "copying the machine's PyTorch into $VENV failed"
+import importlib.metadata as md, os, re, shutil, sys, sysconfig
+from packaging.requirements import Requirement
+venv = sys.argv[1]
+site = sysconfig.get_paths(vars={"base": venv, "platbase": venv})["purelib"]
+seen, done, todo = {}, set(), [("torch", ()), ("numpy", ()), ("ninja", ()), ("packaging", ()), ("setuptools", ())]
+while todo:
+    name, extras = todo.pop()
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if (key, extras) in done:
+        continue
+    done.add((key, extras))
+    try:
+        dist = seen.get(key) or md.distribution(key)
+    except md.PackageNotFoundError:
+        continue
+    seen[key] = dist
+    for text in dist.requires or []:
+        req = Requirement(text)
+        wanted = ("",) + tuple(extras)
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in wanted):
+            todo.append((req.name, tuple(req.extras)))
+n = 0
+for dist in seen.values():
+    for f in dist.files or []:
+        src = os.path.normpath(dist.locate_file(f))
+        if not os.path.isfile(src) or "__pycache__" in src:
+            continue
+        if f.parts[0] == ".." or str(f).startswith("/"):
+            rel = os.path.join("bin", os.path.basename(src)) if os.sep + "bin" + os.sep in src else None
+            if rel is None:
+                continue
+            dest = os.path.join(venv, rel)
+        else:
+            dest = os.path.join(site, str(f))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(src, dest)
+        n += 1
+print(f"copied {len(seen)} distributions, {n} files")
+PY
+  # The copied scripts name the machine's interpreter: they are this venv's now.
+  fix_shebangs "$(dirname "$(dirname "$BASE_PYTHON")")"
+}
+
+# The environment is checked before with_artifact publishes it: a broken one must not reach other nodes.
+build_env() {
+  if [[ $TORCH_VERSION == installed ]]; then
+    copy_installed
+    "$VENV/bin/python" -c 'import torch' || die "the copy of the machine's PyTorch in $VENV does not import torch"
     return 0
   fi
-  local constraints=() got
+  ensure_venv
+  echo "$VENV" >"$VENV/$ORIGIN_FILE"
+  local constraints=()
   if [[ $NVSHMEM_SOURCE == pip ]]; then
     echo "$(nvshmem_wheel)==$NVSHMEM_VERSION" >"$STATE/pip-constraints.txt"
     constraints=(-c "$STATE/pip-constraints.txt")
   fi
   pip_install "${constraints[@]}" --index-url "$TORCH_INDEX_URL" --extra-index-url "$PYPI_INDEX_URL" \
     "torch==$TORCH_VERSION" "$NUMPY_SPEC" ninja packaging
+  local got
   got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
   [[ $got == "$TORCH_VERSION" ]] || die "the venv has torch $got, not $TORCH_VERSION"
-  log "PyTorch $got (CUDA $("$(venv_python)" -c 'import torch; print(torch.version.cuda)')) in $VENV"
+}
+
+# fix_shebangs OLD_PREFIX: scripts in R/venv/bin whose first line runs OLD_PREFIX/bin/python* run this
+# venv's python instead (pip writes absolute shebangs). Links (the interpreter) are left alone.
+fix_shebangs() {
+  local old=$1 f first n=0
+  for f in "$VENV"/bin/*; do
+    [[ -f $f && ! -L $f ]] || continue
+    first=""
+    read -r first <"$f" || true
+    if [[ $first == "#!$old/bin/python"* ]]; then
+      sed -i "1s|^#!$old/bin/python[0-9.]*|#!$VENV/bin/python|" "$f"
+      n=$((n + 1))
+    fi
+  done
+  echo "$VENV" >"$VENV/$ORIGIN_FILE"
+  log "venv at $VENV: $n scripts now run $VENV/bin/python"
+}
+
+# After a restore: a fresh venv at this path around the restored files, with the interpreter it was built
+# with (the key holds its ABI), then the shebangs that named the builder's path.
+relocate() {
+  local origin base
+  origin="$(cat "$VENV/$ORIGIN_FILE" 2>/dev/null)" || die "the PyTorch artifact has no $ORIGIN_FILE: not made by this phase"
+  [[ $origin == "$VENV" && -x $VENV/bin/python ]] && return 0
+  base="$(base_python)"
+  if [[ $TORCH_VERSION != installed ]]; then
+    need_packages python3-venv python3-dev
+    if [[ $DEEPEP_TARGET == gke ]]; then
+      copy_python python3 "$R/python"
+      base="$R/python/bin/python3"
+    fi
+  fi
+  "$base" -m venv "$VENV" --without-pip || die "$base -m venv failed around the restored PyTorch environment"
+  fix_shebangs "$origin"
+  log "PyTorch environment built at $origin, restored at $VENV"
+}
+
+phase_run() {
+  local got t0=$SECONDS
+  if store_enabled; then
+    # The venv's own interpreter links, activate scripts and pyvenv.cfg are made where it is restored.
+    with_artifact "$VENV" build_env pyvenv.cfg lib64 bin/python bin/python3 bin/python3.12 bin/activate \
+      bin/activate.csh bin/activate.fish bin/Activate.ps1
+    relocate
+  elif [[ $TORCH_VERSION == installed ]]; then
+    ensure_venv
+  else
+    build_env
+  fi
+  if [[ $TORCH_VERSION == installed ]]; then
+    "$(venv_python)" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"' ||
+      die "$VENV has no working PyTorch with CUDA: the hardware test uses the machine's own"
+    got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
+    store_enabled || phase_note "PyTorch as installed: $got"
+    log "PyTorch $got in $VENV ($((SECONDS - t0)) s)"
+  else
+    got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
+    [[ $got == "$TORCH_VERSION" ]] || die "the venv has torch $got, not $TORCH_VERSION"
+    log "PyTorch $got (CUDA $("$(venv_python)" -c 'import torch; print(torch.version.cuda)')) in $VENV"
+  fi
+  if [[ $NVSHMEM_SOURCE == pip ]]; then
+    [[ -d "$(nvshmem_home)" ]] || die "the PyTorch environment has no $(nvshmem_wheel): DeepEP needs it (nvshmemSource=pip)"
+  fi
 }
