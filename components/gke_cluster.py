@@ -25,9 +25,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
-from components.config.keys import GKE_MIN_VERSION
-from components.config.rules_versions import gke_version_key
+from components.config import StackConfig, versions
 from components.gke_nodepool import NODE_SCOPES, NodeServiceAccount
 from components.network import PODS_RANGE_NAME, SERVICES_RANGE_NAME, A4Network
 
@@ -69,6 +67,8 @@ class GkeClusterArgs:
     deletion_protection: bool
     network: A4Network
     service_account: NodeServiceAccount
+    # The A4 pool's node image type: the version floor depends on it (versions.GKE_FLOORS).
+    image_type: str = versions.UBUNTU
 
     @staticmethod
     def from_config(cfg: StackConfig, network: A4Network, service_account: NodeServiceAccount) -> GkeClusterArgs:
@@ -86,26 +86,29 @@ class GkeClusterArgs:
             public_endpoint=cfg.gke.public_endpoint,
             authorized_networks=cfg.gke.authorized_networks,
             deletion_protection=cfg.gke.deletion_protection,
+            image_type=cfg.gke.image_type,
         )
 
 
-def choose_version(channel: str, location: str, offered: gcp.container.GetEngineVersionsResult) -> str:
+def choose_version(
+    channel: str, location: str, offered: gcp.container.GetEngineVersionsResult, image_type: str = versions.UBUNTU
+) -> str:
     """The version a new cluster gets: the channel's default (what GKE itself would create), else the channel's
-    newest, whichever first reaches A4's minimum; without a channel the location's default, else its newest."""
+    newest, whichever first reaches A4's floor for the pool's image type; without a channel the location's
+    default, else its newest."""
     if channel == NO_CHANNEL:
         candidates = [offered.default_cluster_version, offered.latest_master_version]
     else:
         defaults: Mapping[str, str] = offered.release_channel_default_version or {}
         latest: Mapping[str, str] = offered.release_channel_latest_version or {}
         candidates = [defaults.get(channel), latest.get(channel)]
-    least = gke_version_key(GKE_MIN_VERSION)
     for version in candidates:
-        if version and gke_version_key(version) >= least:
+        if version and not versions.below_gke_floor(version, image_type):
             return version
     found = ", ".join(v for v in candidates if v) or "nothing"
     raise pulumi.RunError(
-        f"deepep-a4:gkeReleaseChannel = {channel!r}: GKE offers {found} in {location}, below A4's minimum "
-        f"{GKE_MIN_VERSION}: use a newer channel (RAPID) or pin gkeVersion"
+        f"deepep-a4:gkeReleaseChannel = {channel!r}: GKE offers {found} in {location}, below A4's floor on "
+        f"{image_type} ({versions.gke_floor_text(image_type)}): use a newer channel (RAPID) or pin gkeVersion"
     )
 
 
@@ -205,7 +208,9 @@ class GkeCluster(pulumi.ComponentResource):
             offered = gcp.container.get_engine_versions_output(
                 location=args.region, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            self.version = offered.apply(lambda o: choose_version(args.release_channel, args.region, o))
+            self.version = offered.apply(
+                lambda o: choose_version(args.release_channel, args.region, o, args.image_type)
+            )
 
         # Always present, even empty: it is what limits the public IP endpoint (and the private one to the VPC);
         # the DNS endpoint is authorized by IAM instead.

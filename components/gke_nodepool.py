@@ -134,6 +134,7 @@ class A4NodePoolArgs:
     gpu_driver: str
     release_channel: str
     resource_labels: dict[str, str]
+    image_type: str
     cluster: gcp.container.Cluster
     service_account: NodeServiceAccount
     additional_networks: Sequence[NicNetwork]
@@ -164,6 +165,7 @@ class A4NodePoolArgs:
             gpu_driver=cfg.gke.gpu_driver,
             release_channel=cfg.gke.release_channel,
             resource_labels=cfg.labels,
+            image_type=cfg.gke.image_type,
         )
 
     @property
@@ -241,7 +243,7 @@ class A4NodePool(pulumi.ComponentResource):
                         ),
                     )
                 ],
-                image_type="UBUNTU_CONTAINERD",
+                image_type=args.image_type,
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=args.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
