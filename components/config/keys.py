@@ -39,20 +39,6 @@ OVERRIDE_COMPONENTS: dict[str, str] = {
     "nvshmem": "nvshmemVersion",
     "torch": "torchVersion",
 }
-# Keys only one platform reads: setting one on the other platform is refused, not ignored.
-PLATFORM_KEYS: dict[str, tuple[str, ...]] = {
-    "gke": (
-        "gkeVersion",
-        "gkeReleaseChannel",
-        "gkeDnsEndpoint",
-        "gkePublicEndpoint",
-        "gkeAuthorizedNetworks",
-        "gkeDeletionProtection",
-        "gkeGpuDriver",
-        "podNetworking",
-    ),
-    "gce": ("gceImage", "terminationAction"),
-}
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
@@ -331,6 +317,11 @@ KEYS: tuple[Key, ...] = (
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+# Keys only one platform reads: setting one on the other platform is refused, not ignored.
+PLATFORM_KEYS: dict[str, tuple[str, ...]] = {
+    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking"),
+    "gce": ("gceImage", "terminationAction"),
+}
 
 
 @dataclass(frozen=True)

@@ -131,8 +131,10 @@ A4_ZONES: dict[str, tuple[str, ...]] = {
 # The oldest GKE version whose node image runs A4 with GPUDirect RDMA, per node image type. Google's GKE
 # page "Maximize GPU network bandwidth with GPUDirect and multi-networking"
 # (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-rdma, requirements for A4):
-# Ubuntu node pools need 1.32.7-gke.1067000 or later on 1.32, 1.33.3-gke.1247000 or later on 1.33; COS keeps
-# the A4 minimum 1.32.4-gke.1236000. A minor newer than the last one listed takes no floor of its own.
+# Ubuntu node pools need 1.32.7-gke.1067000 or later on 1.32, 1.33.3-gke.1247000 or later on 1.33. COS, which
+# Google's A4 recipes run, needs 1.32.4-gke.1236000 (AI-Hypercomputer/gpu-recipes
+# docs/configuring-environment-gke-a4.md at 2e1fd5e, [GR-ENV] in docs/conformance.md). A minor newer than the
+# last one listed takes no floor of its own.
 COS = "COS_CONTAINERD"
 UBUNTU = "UBUNTU_CONTAINERD"
 GKE_FLOORS: dict[str, tuple[str, ...]] = {
