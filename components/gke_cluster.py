@@ -25,9 +25,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
-from components.config.keys import GKE_MIN_VERSION
-from components.config.rules_versions import gke_version_key
+from components.config import StackConfig, versions
 from components.gke_nodepool import NODE_SCOPES, NodeServiceAccount
 from components.network import PODS_RANGE_NAME, SERVICES_RANGE_NAME, A4Network
 
@@ -65,23 +63,25 @@ class GkeClusterArgs:
         return self.cfg.name("gke")
 
 
-def choose_version(channel: str, location: str, offered: gcp.container.GetEngineVersionsResult) -> str:
+def choose_version(
+    channel: str, location: str, offered: gcp.container.GetEngineVersionsResult, image_type: str = versions.UBUNTU
+) -> str:
     """The version a new cluster gets: the channel's default (what GKE itself would create), else the channel's
-    newest, whichever first reaches A4's minimum; without a channel the location's default, else its newest."""
+    newest, whichever first reaches A4's floor for the pool's image type; without a channel the location's
+    default, else its newest."""
     if channel == NO_CHANNEL:
         candidates = [offered.default_cluster_version, offered.latest_master_version]
     else:
         defaults: Mapping[str, str] = offered.release_channel_default_version or {}
         latest: Mapping[str, str] = offered.release_channel_latest_version or {}
         candidates = [defaults.get(channel), latest.get(channel)]
-    least = gke_version_key(GKE_MIN_VERSION)
     for version in candidates:
-        if version and gke_version_key(version) >= least:
+        if version and not versions.below_gke_floor(version, image_type):
             return version
     found = ", ".join(v for v in candidates if v) or "nothing"
     raise pulumi.RunError(
-        f"deepep-a4:gkeReleaseChannel = {channel!r}: GKE offers {found} in {location}, below A4's minimum "
-        f"{GKE_MIN_VERSION}: use a newer channel (RAPID) or pin gkeVersion"
+        f"deepep-a4:gkeReleaseChannel = {channel!r}: GKE offers {found} in {location}, below A4's floor on "
+        f"{image_type} ({versions.gke_floor_text(image_type)}): use a newer channel (RAPID) or pin gkeVersion"
     )
 
 
@@ -182,7 +182,9 @@ class GkeCluster(pulumi.ComponentResource):
             offered = gcp.container.get_engine_versions_output(
                 location=cfg.region, project=cfg.project, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            self.version = offered.apply(lambda o: choose_version(gke.release_channel, cfg.region, o))
+            self.version = offered.apply(
+                lambda o: choose_version(gke.release_channel, cfg.region, o, gke.image_type)
+            )
 
         # Always present, even empty: it is what limits the public IP endpoint (and the private one to the VPC);
         # the DNS endpoint is authorized by IAM instead.

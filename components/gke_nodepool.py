@@ -191,7 +191,7 @@ class A4NodePool(pulumi.ComponentResource):
                         ),
                     )
                 ],
-                image_type="UBUNTU_CONTAINERD",
+                image_type=cfg.gke.image_type,
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=cfg.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,

@@ -24,7 +24,7 @@ import shlex
 from dataclasses import asdict, dataclass
 
 from components import artifacts
-from components.config import StackConfig, upstream
+from components.config import StackConfig, upstream, versions
 from scripts import names, payload
 
 INSTALL_ROOTS = names.INSTALL_ROOTS
@@ -58,7 +58,7 @@ REQUIRE_CHECKSUMS = False
 GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
-DOCA_REPO_BASE = "https://linux.mellanox.com/public/repo/doca"
+DOCA_REPO_BASE = versions.DOCA_REPO_BASE
 PYPI_INDEX_URL = "https://pypi.org/simple"
 DEEPEP_REPO = "https://github.com/deepseek-ai/DeepEP.git"
 NUMPY_SPEC = "numpy<3"
@@ -84,6 +84,37 @@ def deepep_commit(ref: str) -> str:
 
 def gdrcopy_url(version: str) -> str:
     return f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{version}.tar.gz"
+
+
+# The name each overridable download has in the SHA256 table (the NAME the phases pass to `fetch`).
+OVERRIDE_FETCH_NAMES = {
+    "gdrcopy": "gdrcopy-{version}.tar.gz",
+    "nvshmem": "nvshmem-{version}-source",
+    "docaOfed": "doca-{version}-GPG-KEY-Mellanox.pub",
+}
+
+
+def checksums(cfg: StackConfig) -> dict[str, str]:
+    """The SHA256 table of config.sh: the project's pins and the digest of every versionOverrides download."""
+    pins = dict(CHECKSUMS)
+    for o in cfg.versions.overrides:
+        if o.component in OVERRIDE_FETCH_NAMES:
+            pins[OVERRIDE_FETCH_NAMES[o.component].format(version=o.version)] = o.sha256
+    return pins
+
+
+def _download_url(cfg: StackConfig, component: str, default: str) -> str:
+    """The URL a phase fetches: the override's when the stack names one, else the project's."""
+    override = cfg.versions.override(component)
+    return override.url if override else default
+
+
+def nvshmem_src_url(cfg: StackConfig) -> str:
+    """The NVSHMEM source a source build fetches ("" for the pip wheel)."""
+    if cfg.versions.nvshmem_source != "source":
+        return ""
+    override = cfg.versions.override("nvshmem")
+    return override.url if override else upstream.nvshmem_source_url(cfg.versions.nvshmem)
 
 
 def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
@@ -201,9 +232,9 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "CUDA_ARCH": shape.cuda_arch,
         "CUDA_REPO_BASE": CUDA_REPO_BASE,
         "DOCA_REPO_BASE": DOCA_REPO_BASE,
-        "GDRCOPY_URL": gdrcopy_url(v.gdrcopy),
-        # Only a source build fetches it; config validation guarantees a known tag for those.
-        "NVSHMEM_SRC_URL": upstream.nvshmem_source_url(v.nvshmem) if v.nvshmem_source == "source" else "",
+        "GDRCOPY_URL": _download_url(cfg, "gdrcopy", gdrcopy_url(v.gdrcopy)),
+        # Only a source build fetches it; config validation guarantees a known tag or an override for those.
+        "NVSHMEM_SRC_URL": nvshmem_src_url(cfg),
         "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
         "PYPI_INDEX_URL": PYPI_INDEX_URL,
         "NUMPY_SPEC": NUMPY_SPEC,
@@ -238,7 +269,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines += [f"{name}={_q(value)}" for name, value in values.items()]
     lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
     lines.append("declare -A SHA256=(")
-    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(CHECKSUMS.items())]
+    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(checksums(cfg).items())]
     lines.append(")")
     lines.append(f"PHASES=({' '.join(phases)})")
     lines.append("declare -A PHASE_DEPS=(")

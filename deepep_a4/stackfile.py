@@ -33,8 +33,33 @@ class StackFileError(ValueError):
         super().__init__("\n".join(problems))
 
 
+class _DuplicateKeyError(Exception):
+    def __init__(self, line: str):
+        self.line = line
+        super().__init__(line)
+
+
+def _shown(node: yaml.Node) -> str:
+    return repr(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.tag.rsplit(':', 1)[-1]}"
+
+
 class _Pulumi12Loader(yaml.SafeLoader):
-    """Every scalar as the text written in the file, as Pulumi passes config values to a program."""
+    """Every scalar as the text written in the file, as Pulumi passes config values to a program; a key
+    written twice in one mapping is refused (PyYAML would keep the last one without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, tuple[yaml.Node, yaml.Node]] = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str) and key in seen:
+                first_key, first_value = seen[key]
+                raise _DuplicateKeyError(
+                    f"config key {key!r} = {_shown(first_value)} (line {first_key.start_mark.line + 1}) and "
+                    f"{_shown(value_node)} (line {key_node.start_mark.line + 1}): a key may be written once; "
+                    "keep the one you mean"
+                )
+            seen[key] = (key_node, value_node)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _scalar_as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
@@ -106,6 +131,8 @@ def parse_text(text: str, where: str) -> dict[str, str]:
     """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them."""
     try:
         data = yaml.load(text, Loader=_Pulumi12Loader) or {}  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKeyError as err:
+        raise StackFileError([f"{where}: {err.line}"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.config import provisioning, upstream
+from components.config import provisioning, upstream, versions
 
 PROJECT_NAME = "deepep-a4"
 # The Google Cloud project ID the stack files ship with: valid, but nobody's. The plan warns about it.
@@ -29,9 +29,16 @@ BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
 
 # Google documents at most 150 VMs per compact placement policy.
 COMPACT_PLACEMENT_MAX_NODES = 150
-# The oldest GKE version that runs A4 (a4-highgpu-8g) nodes: a pinned gkeVersion and the version
-# chosen from the channel at deploy are never below it.
-GKE_MIN_VERSION = "1.32.4-gke.1236000"
+# The components whose version `versionOverrides` may name beyond the tables of versions.py, and the key
+# that holds each one's version.
+OVERRIDE_COMPONENTS: dict[str, str] = {
+    "docaOfed": "docaOfedVersion",
+    "nvidiaDriver": "nvidiaDriverVersion",
+    "cuda": "cudaVersion",
+    "gdrcopy": "gdrcopyVersion",
+    "nvshmem": "nvshmemVersion",
+    "torch": "torchVersion",
+}
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
@@ -85,13 +92,26 @@ KEYS: tuple[Key, ...] = (
     Key("platform", str, "gke", "Where the A4 machines run: a GKE node pool or plain GCE VMs.", PLATFORMS),
     Key("project", str, "", "Google Cloud project ID that receives every resource (required)."),
     Key("region", str, "asia-southeast1", "Region of the subnets, router and cluster."),
-    Key("zone", str, "asia-southeast1-b", "Zone of the A4 machines and of the RoCE network profile."),
+    Key(
+        "zone",
+        str,
+        "asia-southeast1-b",
+        "Zone of the A4 machines and of the RoCE network profile: one where Google offers the machine type "
+        "(components/config/versions.py, from Google's GPU regions and zones page).",
+    ),
     Key("namePrefix", str, "", "Prefix of every cloud resource name; empty means deepep-<stack>."),
     Key("machineType", str, "a4-highgpu-8g", "Machine type of the GPU nodes.", tuple(MACHINE_SHAPES)),
     Key("nodeCount", int, 2, "Number of A4 machines (8 B200 GPUs each)."),
     Key("provisioning", str, "spot", "How capacity is obtained.", PROVISIONING_MODELS),
     Key("reservationName", str, "", "Reservation to consume; required with provisioning=reservation."),
-    Key("placement", str, "compact", "Compact placement keeps nodes close (at most 150 nodes).", PLACEMENTS),
+    Key(
+        "placement",
+        str,
+        "compact",
+        "Compact placement keeps nodes close (at most 150 nodes); reservation capacity comes placed, so with "
+        "provisioning=reservation leave it unset or none.",
+        PLACEMENTS,
+    ),
     Key(
         "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
     ),
@@ -112,16 +132,22 @@ KEYS: tuple[Key, ...] = (
     Key("masterCidr", str, "172.16.0.0/28", "GKE control plane range (a /28)."),
     Key("sshViaIap", bool, True, "Allow SSH to nodes from Google's IAP range only."),
     # -- versions of the stack the installer puts on every node ------------------------------------
-    Key("docaOfedVersion", str, "3.2.1", "DOCA-OFED version (turns rocep* HCAs into mlx5_*)."),
+    Key(
+        "docaOfedVersion",
+        str,
+        "3.2.1",
+        "DOCA-OFED version (turns rocep* HCAs into mlx5_*), one of the releases in components/config/versions.py.",
+    ),
     Key(
         "nvidiaDriverVersion",
         str,
         "580.126.09",
-        "NVIDIA open driver: a build (580.126.09) pins it; a branch (580) takes the branch's newest build at install.",
+        "NVIDIA open driver: a build (580.126.09) pins it; a branch (580) takes the branch's newest build at install. "
+        "B200 needs the 570 branch or newer; the known branches are in components/config/versions.py.",
     ),
-    Key("cudaVersion", str, "12.9", "CUDA toolkit version (B200 needs 12.8 or newer)."),
-    Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version."),
-    Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag)."),
+    Key("cudaVersion", str, "12.9", "CUDA toolkit version, major.minor (B200 needs 12.8 or newer)."),
+    Key("gdrcopyVersion", str, "2.5.1", "GDRCopy version: a NVIDIA/gdrcopy release tag without its v."),
+    Key("nvshmemVersion", str, "3.5.19", "NVSHMEM version (pip wheel or source tag), one NVIDIA has released."),
     Key(
         "nvshmemSource",
         str,
@@ -129,12 +155,30 @@ KEYS: tuple[Key, ...] = (
         "NVSHMEM built from source with IBGDA, or NVIDIA's pip wheel (single node only: troubleshooting T12).",
         NVSHMEM_SOURCES,
     ),
-    Key("torchVersion", str, "2.10.0+cu129", "PyTorch version with its CUDA variant."),
+    Key(
+        "torchVersion",
+        str,
+        "2.10.0+cu129",
+        "PyTorch version with its CUDA variant, which must be cudaVersion's (2.10.0+cu129 with CUDA 12.9); the "
+        "builds PyTorch's wheel index serves per CUDA tag are in components/config/versions.py.",
+    ),
     Key(
         "deepepRef",
         str,
         upstream.DEEPEP_NVSHMEM35_FIXES,
-        "DeepEP tag or full commit hash, never a branch (default: 1.2.1+29d31c0, what the field reports ran).",
+        "DeepEP tag or full commit hash the project knows (components/config/upstream.py), never a branch "
+        "(default: 1.2.1+29d31c0, what the field reports ran).",
+    ),
+    Key(
+        "versionOverrides",
+        str,
+        "",
+        "A version the project's tables (components/config/versions.py) do not know, named with what the installer "
+        'downloads: a JSON object such as {"gdrcopy": {"version": "2.6", "url": "https://...", "sha256": "<64 hex>"}} '
+        f"for the components {', '.join(OVERRIDE_COMPONENTS)}; version equals the component's version key, url is "
+        "https, sha256 the download's digest. The installer fetches exactly that URL and checks that digest; the "
+        "plan is then marked untested (a line in its output, `untested` in plan.json). docs/installer.md, "
+        '"Versions the project does not know".',
     ),
     Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
     # -- installer and NVSHMEM runtime -------------------------------------------------------------
@@ -153,7 +197,7 @@ KEYS: tuple[Key, ...] = (
         str,
         "",
         "gs://BUCKET/PREFIX of the artifact store (docs/store.md): sources and prebuilt GDRCopy, NVSHMEM, DeepEP; "
-        "empty builds on every node.",
+        "the prefix is required (the nodes' access grant is limited to it); empty builds on every node.",
     ),
     Key("artifactStorePublish", bool, True, "Nodes publish what they build or download to the store (write-once)."),
     Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
@@ -187,8 +231,9 @@ KEYS: tuple[Key, ...] = (
         "gkeVersion",
         str,
         "",
-        f"Pinned GKE version (at least {GKE_MIN_VERSION}); empty takes the channel's default at the first deploy "
-        "and keeps it.",
+        f"Pinned GKE version: A4 on Ubuntu nodes needs {versions.gke_floor_text(versions.UBUNTU)}, on COS "
+        f"{versions.gke_floor_text(versions.COS)} (Google's A4 GPUDirect RDMA requirements); empty takes the "
+        "channel's default at the first deploy (never below that floor) and keeps it.",
     ),
     Key(
         "gkeReleaseChannel",
@@ -209,7 +254,12 @@ KEYS: tuple[Key, ...] = (
         False,
         "Also open the control plane's public IP endpoint (needs gkeAuthorizedNetworks); off: private IP only.",
     ),
-    Key("gkeAuthorizedNetworks", list, [], "CIDRs allowed to reach the control plane's public IP endpoint."),
+    Key(
+        "gkeAuthorizedNetworks",
+        list,
+        [],
+        "CIDRs allowed to reach the control plane's public IP endpoint; together they must not cover every address.",
+    ),
     Key("gkeDeletionProtection", bool, False, "Protect the cluster from deletion (pulumi destroy then fails)."),
     Key(
         "gkeGpuDriver",
@@ -267,6 +317,11 @@ KEYS: tuple[Key, ...] = (
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+# Keys only one platform reads: setting one on the other platform is refused, not ignored.
+PLATFORM_KEYS: dict[str, tuple[str, ...]] = {
+    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking"),
+    "gce": ("gceImage", "terminationAction"),
+}
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from components.config import versions as known_versions
 from components.config.keys import ACCELERATOR_IMAGE_PROJECT, IMAGE_REF_PATTERN, MACHINE_SHAPES, MachineShape
 
 
@@ -27,6 +28,16 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class VersionOverride:
+    """A version the tables do not know, with the download the installer fetches for it and its sha256."""
+
+    component: str  # a key of keys.OVERRIDE_COMPONENTS
+    version: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Versions:
     doca_ofed: str
     nvidia_driver: str
@@ -37,11 +48,15 @@ class Versions:
     torch: str
     deepep_ref: str
     deepep_pr466: bool
+    overrides: tuple[VersionOverride, ...] = ()
 
     @property
     def torch_cuda_variant(self) -> str:
         """The wheel index variant of PyTorch, e.g. cu129 for 2.10.0+cu129."""
         return self.torch.partition("+")[2]
+
+    def override(self, component: str) -> VersionOverride | None:
+        return next((o for o in self.overrides if o.component == component), None)
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,12 @@ class GkeOptions:
     gpu_driver: str
     pod_networking: str
     container_image: str
+
+    @property
+    def image_type(self) -> str:
+        """The A4 node pool's image type: Ubuntu, where the installer builds DOCA-OFED and the driver
+        (field report R2's pool). The GKE version floor for A4 depends on it (versions.GKE_FLOORS)."""
+        return known_versions.UBUNTU
 
 
 @dataclass(frozen=True)
@@ -178,6 +199,11 @@ class StackConfig:
     def name(self, suffix: str) -> str:
         """A cloud resource name derived from the stack, so two stacks can share a project."""
         return f"{self.name_prefix}-{suffix}"
+
+    @property
+    def untested(self) -> tuple[str, ...]:
+        """What the stack installs beyond the project's tables (versionOverrides): the plan says so."""
+        return tuple(f"{o.component} {o.version}" for o in self.versions.overrides)
 
     @property
     def labels(self) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from components.config.keys import KEYS, KEYS_BY_NAME, PROJECT_NAME, ConfigError
 from components.config.rules import (
     check_benchmarks,
     check_capacity,
+    check_explicit,
     check_gce,
     check_identity,
     check_network,
@@ -19,7 +21,7 @@ from components.config.rules import (
     check_store,
     parse_ttl,
 )
-from components.config.rules_versions import check_versions
+from components.config.rules_versions import check_versions, parse_overrides
 
 
 def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
@@ -50,16 +52,64 @@ def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
         return key.default if key.kind is not list else tuple(key.default)
 
 
+# Each group of the model and the keys of its fields, in field order (the model's dataclasses declare them).
+_GROUPS: dict[type, tuple[str, ...]] = {
+    model.NetworkConfig: ("hostCidr", "podsCidr", "servicesCidr", "gvnicCidr", "rdmaCidr", "masterCidr", "sshViaIap"),
+    model.NvshmemRuntime: ("nicHandler", "hcaPrefix", "gidIndex", "nvshmemTrafficClass"),
+    model.InstallerOptions: (
+        "useDocaOfed",
+        "gdrcopyKernelModule",
+        "allowReboot",
+        "artifactStore",
+        "artifactStorePublish",
+        "artifactStoreOnly",
+        "ncclGib",
+    ),
+    model.GkeOptions: (
+        "gkeVersion",
+        "gkeReleaseChannel",
+        "gkeDnsEndpoint",
+        "gkePublicEndpoint",
+        "gkeAuthorizedNetworks",
+        "gkeDeletionProtection",
+        "gkeGpuDriver",
+        "podNetworking",
+        "containerImage",
+    ),
+    model.GceOptions: ("gceImage", "terminationAction"),
+}
+_VERSION_KEYS = (
+    "docaOfedVersion",
+    "nvidiaDriverVersion",
+    "cudaVersion",
+    "gdrcopyVersion",
+    "nvshmemVersion",
+    "nvshmemSource",
+    "torchVersion",
+    "deepepRef",
+    "deepepPr466",
+)
+
+
+def _group(cls: type, v: dict[str, Any]) -> Any:
+    return cls(*(v[key] for key in _GROUPS[cls]))
+
+
+def _unknown_keys(raw: Mapping[str, Any], problems: list[Problem]) -> None:
+    for unknown in sorted(set(raw) - set(KEYS_BY_NAME)):
+        near = [k for k in KEYS_BY_NAME if k.lower() == unknown.lower()]
+        near = near or difflib.get_close_matches(unknown, list(KEYS_BY_NAME), n=1, cutoff=0.75)
+        hint = f"did you mean {near[0]}? " if near else ""
+        problems.append(Problem(unknown, raw[unknown], f"unknown key; {hint}see docs/settings.md for the allowed keys"))
+
+
 def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     """Builds the validated config of `stack` from raw key/value pairs (keys without namespace).
 
     Raises ConfigError listing every problem found.
     """
     problems: list[Problem] = []
-    for unknown in sorted(set(raw) - set(KEYS_BY_NAME)):
-        near = [k for k in KEYS_BY_NAME if k.lower() == unknown.lower()]
-        hint = f"did you mean '{near[0]}'? " if near else ""
-        problems.append(Problem(unknown, raw[unknown], f"unknown key; {hint}see Pulumi.yaml for the allowed keys"))
+    _unknown_keys(raw, problems)
 
     v: dict[str, Any] = {}
     for key in KEYS:
@@ -69,11 +119,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         if key.choices and value not in key.choices:
             problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
         v[key.name] = value
+    gke = _group(model.GkeOptions, v)
+    v["_gkeImageType"] = gke.image_type
 
+    check_explicit(v, set(raw), problems)
     check_identity(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
-    check_versions(v, problems)
+    overrides = parse_overrides(v, problems)
+    check_versions(v, problems, overrides)
     check_runtime(v, problems)
     check_gce(v, problems)
     check_store(v, problems)
@@ -87,6 +141,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
 
     if problems:
         raise ConfigError(problems)
+    v["artifactStore"] = v["artifactStore"].rstrip("/")
 
     return model.StackConfig(
         stack=stack,
@@ -103,53 +158,15 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         ttl_seconds=ttl_seconds,
         boot_disk_gb=v["bootDiskGb"],
         local_ssd_count=v["localSsdCount"],
-        network=model.NetworkConfig(
-            host_cidr=v["hostCidr"],
-            pods_cidr=v["podsCidr"],
-            services_cidr=v["servicesCidr"],
-            gvnic_cidr=v["gvnicCidr"],
-            rdma_cidr=v["rdmaCidr"],
-            master_cidr=v["masterCidr"],
-            ssh_via_iap=v["sshViaIap"],
-        ),
+        network=_group(model.NetworkConfig, v),
         versions=model.Versions(
-            doca_ofed=v["docaOfedVersion"],
-            nvidia_driver=v["nvidiaDriverVersion"],
-            cuda=v["cudaVersion"],
-            gdrcopy=v["gdrcopyVersion"],
-            nvshmem=v["nvshmemVersion"],
-            nvshmem_source=v["nvshmemSource"],
-            torch=v["torchVersion"],
-            deepep_ref=v["deepepRef"],
-            deepep_pr466=v["deepepPr466"],
+            *(v[key] for key in _VERSION_KEYS),
+            overrides=tuple(model.VersionOverride(c, **o) for c, o in sorted(overrides.items())),
         ),
-        nvshmem=model.NvshmemRuntime(
-            nic_handler=v["nicHandler"],
-            hca_prefix=v["hcaPrefix"],
-            gid_index=v["gidIndex"],
-            traffic_class=v["nvshmemTrafficClass"],
-        ),
-        installer=model.InstallerOptions(
-            use_doca_ofed=v["useDocaOfed"],
-            gdrcopy_kernel_module=v["gdrcopyKernelModule"],
-            allow_reboot=v["allowReboot"],
-            store_url=v["artifactStore"].rstrip("/"),
-            store_publish=v["artifactStorePublish"],
-            store_only=v["artifactStoreOnly"],
-            nccl_gib=v["ncclGib"],
-        ),
-        gke=model.GkeOptions(
-            version=v["gkeVersion"],
-            release_channel=v["gkeReleaseChannel"],
-            dns_endpoint=v["gkeDnsEndpoint"],
-            public_endpoint=v["gkePublicEndpoint"],
-            authorized_networks=tuple(v["gkeAuthorizedNetworks"]),
-            deletion_protection=v["gkeDeletionProtection"],
-            gpu_driver=v["gkeGpuDriver"],
-            pod_networking=v["podNetworking"],
-            container_image=v["containerImage"],
-        ),
-        gce=model.GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
+        nvshmem=_group(model.NvshmemRuntime, v),
+        installer=_group(model.InstallerOptions, v),
+        gke=gke,
+        gce=_group(model.GceOptions, v),
         benchmarks=model.BenchmarkOptions(
             tests=tuple(v["benchmarks"]),
             hidden=v["benchHidden"],

@@ -9,12 +9,13 @@ import ipaddress
 import re
 from typing import Any
 
-from components.config import provisioning, upstream
+from components.config import provisioning, upstream, versions
 from components.config.keys import (
     ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
     MACHINE_SHAPES,
+    PLATFORM_KEYS,
     Problem,
 )
 from components.config.model import parse_image_ref
@@ -52,6 +53,11 @@ def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
     elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
         problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
+    elif v["zone"] not in versions.A4_ZONES.get(v["machineType"], (v["zone"],)):
+        offered = ", ".join(versions.A4_ZONES[v["machineType"]])
+        problems.append(
+            Problem("zone", v["zone"], f"Google offers {v['machineType']} only in {offered} (GPU regions and zones)")
+        )
     if not _IMAGE_RE.match(v["containerImage"]):
         problems.append(
             Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
@@ -59,6 +65,28 @@ def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
     if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
+        )
+
+
+def check_explicit(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:
+    """Rules on what the stack writes, not on the values it ends up with: a key the platform never reads
+    would be silently ignored, and an explicit compact placement on reservation capacity silently dropped."""
+    for platform, names in PLATFORM_KEYS.items():
+        if platform == v["platform"]:
+            continue
+        for name in sorted(written & set(names)):
+            problems.append(
+                Problem(name, v[name], f"is read only on platform {platform}, not {v['platform']}: remove it")
+            )
+    model = provisioning.MODELS.get(v["provisioning"])
+    if "placement" in written and v["placement"] == "compact" and model and model.placed_by_capacity:
+        problems.append(
+            Problem(
+                "placement",
+                "compact",
+                f"{v['provisioning']} capacity comes placed (a reservation is a dense block) and no placement policy "
+                "is added to it: remove placement or set none",
+            )
         )
 
 
@@ -148,16 +176,7 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
         for kb, b in checked[i + 1 :]:
             if a.overlaps(b):
                 problems.append(Problem(kb, v[kb], f"overlaps {ka} ({v[ka]}); every range must be distinct"))
-    for cidr in v["gkeAuthorizedNetworks"]:
-        try:
-            ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
-        else:
-            if cidr.endswith("/0"):
-                problems.append(
-                    Problem("gkeAuthorizedNetworks", cidr, "must not open the control plane to the whole internet")
-                )
+    check_authorized_networks(v["gkeAuthorizedNetworks"], problems)
     if v["platform"] == "gke" and v["gkePublicEndpoint"] and not v["gkeAuthorizedNetworks"]:
         # A public IP endpoint without authorized networks accepts connections from any address.
         problems.append(
@@ -167,6 +186,29 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
                 "a public IP endpoint needs gkeAuthorizedNetworks (your CIDRs); or leave it off and use gkeDnsEndpoint",
             )
         )
+
+
+def check_authorized_networks(cidrs: tuple[str, ...], problems: list[Problem]) -> None:
+    """Each entry a CIDR; all of them together never the whole address space, in one CIDR or in pieces."""
+    nets: dict[int, list[Any]] = {4: [], 6: []}
+    for cidr in cidrs:
+        try:
+            net = ipaddress.ip_network(cidr, strict=True)
+        except ValueError:
+            problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
+        else:
+            nets[net.version].append(net)
+    for version, found in nets.items():
+        merged = list(ipaddress.collapse_addresses(found))
+        if any(n.prefixlen == 0 for n in merged):
+            whole = "0.0.0.0/0" if version == 4 else "::/0"
+            problems.append(
+                Problem(
+                    "gkeAuthorizedNetworks",
+                    list(cidrs),
+                    f"together cover {whole}, every address: list only your own ranges (e.g. 203.0.113.0/24)",
+                )
+            )
 
 
 def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
@@ -217,14 +259,20 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         )
 
 
-_STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)*/?$")
+_STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)+/?$")
 
 
 def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
     url = v["artifactStore"]
     if url and not _STORE_RE.match(url):
+        # A bare bucket would make the nodes' access grant cover every object in it.
         problems.append(
-            Problem("artifactStore", url, "must be gs://BUCKET or gs://BUCKET/PREFIX (letters, digits, . _ -) or empty")
+            Problem(
+                "artifactStore",
+                url,
+                "must be gs://BUCKET/PREFIX (letters, digits, . _ -): the prefix limits the nodes' access grant; "
+                "or empty",
+            )
         )
     if v["artifactStoreOnly"] and not url:
         problems.append(Problem("artifactStoreOnly", True, "needs artifactStore: without a store nodes must download"))

@@ -1,95 +1,234 @@
-"""Rules on versions: each a version, the pairings upstream says fail, GKE's minimum for A4.
+"""Rules on versions: each from a known-version table (versions.py) or an override, the pairings upstream
+says fail, GKE's floor for A4 per node image type.
 
 Each check appends a Problem for every rule a value breaks, so the user sees all of them at once.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from components.config import upstream
-from components.config.keys import GKE_MIN_VERSION, MACHINE_SHAPES, Problem
+from components.config import upstream, versions
+from components.config.keys import MACHINE_SHAPES, OVERRIDE_COMPONENTS, Problem
+from components.config.versions import gke_version_key
+
+__all__ = ["HCA_PREFIX_SINCE", "VERSION_RE", "check_versions", "gke_version_key", "parse_overrides"]
 
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
-_DEEPEP_REF_RE = re.compile(r"^(v\d+\.\d+\.\d+([-.][a-z0-9]+)?|[0-9a-f]{40})$")
+_DRIVER_RE = re.compile(r"^\d{3}(\.\d+){0,2}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # NVSHMEM takes the HCA name prefix from NVSHMEM_HCA_PREFIX since 3.4.5 (NVIDIA/nvshmem changelog, "Changes in
 # 3.4.5"); older releases open mlx5* devices only, which the inbox RDMA stack's rocep* names are not.
 HCA_PREFIX_SINCE = (3, 4, 5)
+_OVERRIDE_FIELDS = ("version", "url", "sha256")
+_OVERRIDE_HINT = "or name it in versionOverrides with its url and sha256 (docs/installer.md)"
 
 
-def gke_version_key(version: str) -> tuple[int, ...]:
-    """'1.33.5-gke.1162000' -> (1, 33, 5, 1162000); a prefix such as '1.33' -> (1, 33). Raises ValueError."""
-    if not _GKE_VERSION_RE.match(version):
-        raise ValueError(version)
-    return tuple(int(p) for p in re.split(r"[.]|-gke[.]", version))
+def _known(values: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(values)
 
 
-def check_versions(v: dict[str, Any], problems: list[Problem]) -> None:
-    for key in (
-        "docaOfedVersion",
-        "nvidiaDriverVersion",
-        "cudaVersion",
-        "gdrcopyVersion",
-        "nvshmemVersion",
-        "torchVersion",
-    ):
+def parse_overrides(v: dict[str, Any], problems: list[Problem]) -> dict[str, dict[str, str]]:
+    """`versionOverrides` (a JSON object: component -> {version, url, sha256}), each entry checked."""
+    text = v["versionOverrides"].strip()
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    shape = 'a JSON object such as {"gdrcopy": {"version": "2.6", "url": "https://...", "sha256": "<64 hex>"}}'
+    if not isinstance(data, dict):
+        problems.append(Problem("versionOverrides", text, f"must be {shape}"))
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    # A component named here skips its table even when its entry is refused: one mistake, one line.
+    v["_overridesNamed"] = set(data)
+    for component, entry in data.items():
+        where = f"versionOverrides.{component}"
+        if component not in OVERRIDE_COMPONENTS:
+            problems.append(Problem(where, entry, f"unknown component: use one of {_known(list(OVERRIDE_COMPONENTS))}"))
+            continue
+        fields = sorted(entry) if isinstance(entry, dict) else []
+        if fields != sorted(_OVERRIDE_FIELDS) or not all(isinstance(entry[f], str) for f in fields):
+            problems.append(Problem(where, entry, "must be an object of three strings: version, url, sha256"))
+            continue
+        key = OVERRIDE_COMPONENTS[component]
+        if entry["version"] != v[key]:
+            problems.append(
+                Problem(f"{where}.version", entry["version"], f"must equal {key} ({v[key]}), the version it overrides")
+            )
+        elif not entry["url"].startswith("https://") or any(c.isspace() for c in entry["url"]):
+            problems.append(Problem(f"{where}.url", entry["url"], "must be an https:// URL of the download"))
+        elif not _SHA256_RE.match(entry["sha256"]):
+            problems.append(Problem(f"{where}.sha256", entry["sha256"], "must be 64 lower-case hex digits"))
+        elif component == "docaOfed" and not _doca_key_url(entry["url"], entry["version"]):
+            problems.append(
+                Problem(
+                    f"{where}.url",
+                    entry["url"],
+                    f"must be the repository's key {versions.DOCA_REPO_BASE}/{entry['version']}/ubuntu24.04/x86_64/"
+                    "GPG-KEY-Mellanox.pub (the digest pins the key that verifies the repository)",
+                )
+            )
+        else:
+            found[component] = dict(entry)
+    return found
+
+
+def _doca_key_url(url: str, version: str) -> bool:
+    return url.startswith(f"{versions.DOCA_REPO_BASE}/{version}/") and url.endswith("/GPG-KEY-Mellanox.pub")
+
+
+def check_versions(v: dict[str, Any], problems: list[Problem], valid: dict[str, dict[str, str]]) -> None:
+    overrides = {c: valid.get(c, {}) for c in v.get("_overridesNamed", ())}
+    for key in ("docaOfedVersion", "cudaVersion", "gdrcopyVersion", "nvshmemVersion", "torchVersion"):
         if not VERSION_RE.match(v[key]):
             problems.append(Problem(key, v[key], "must be a version such as 12.9, 3.2.1 or 2.10.0+cu129"))
+    _check_tables(v, problems, overrides)
+    _check_driver(v, problems, overrides)
+    _check_cuda_and_torch(v, problems, overrides)
+    _check_deepep_ref(v, problems)
+    if VERSION_RE.match(v["nvshmemVersion"]):
+        check_nvshmem_pairing(v, problems, overrides)
+    _check_gke_version(v, problems)
+
+
+def _check_tables(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
+    tables = (
+        ("docaOfed", versions.DOCA_OFED_VERSIONS, "DOCA-OFED"),
+        ("gdrcopy", versions.GDRCOPY_VERSIONS, "GDRCopy"),
+        ("nvshmem", versions.NVSHMEM_VERSIONS, "NVSHMEM"),
+    )
+    for component, known, what in tables:
+        key = OVERRIDE_COMPONENTS[component]
+        if component in overrides or not VERSION_RE.match(v[key]) or v[key] in known:
+            continue
+        if component == "docaOfed" and not v["useDocaOfed"]:
+            continue
+        problems.append(
+            Problem(key, v[key], f"is not a {what} release the project knows ({_known(known)}); {_OVERRIDE_HINT}")
+        )
+
+
+def _check_driver(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
+    driver = v["nvidiaDriverVersion"]
+    if not _DRIVER_RE.match(driver):
+        problems.append(Problem("nvidiaDriverVersion", driver, "must be a driver branch (580) or build (580.126.09)"))
+        return
+    branch = versions.driver_branch(driver)
+    if int(branch) < versions.B200_MIN_DRIVER_BRANCH:
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                f"branch {branch} cannot drive a B200: Blackwell needs the {versions.B200_MIN_DRIVER_BRANCH} branch "
+                f"or newer (known: {_known(list(versions.DRIVER_BRANCHES))})",
+            )
+        )
+    elif branch not in versions.DRIVER_BRANCHES and "nvidiaDriver" not in overrides:
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                f"branch {branch} is not one the project knows ({_known(list(versions.DRIVER_BRANCHES))}); "
+                f"{_OVERRIDE_HINT}",
+            )
+        )
+    cuda = re.match(r"^(\d+)\.", v["cudaVersion"])
+    if (
+        cuda
+        and int(cuda[1]) >= 13
+        and versions.B200_MIN_DRIVER_BRANCH <= int(branch) < versions.CUDA13_MIN_DRIVER_BRANCH
+    ):
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                f"CUDA {v['cudaVersion']} needs driver branch {versions.CUDA13_MIN_DRIVER_BRANCH} or newer",
+            )
+        )
+
+
+def _check_cuda_and_torch(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
+    cuda_text = v["cudaVersion"]
     shape = MACHINE_SHAPES.get(v["machineType"])
-    cuda = re.match(r"^(\d+)\.(\d+)", v["cudaVersion"])
-    if shape and cuda and (int(cuda[1]), int(cuda[2])) < shape.min_cuda:
-        need = ".".join(map(str, shape.min_cuda))
+    cuda = re.match(r"^(\d+)\.(\d+)$", cuda_text)
+    if VERSION_RE.match(cuda_text) and "cuda" not in overrides and cuda_text not in versions.CUDA_VERSIONS:
+        cuda = None  # one line for one mistake: PyTorch is not matched against a CUDA that does not exist
         problems.append(
             Problem(
                 "cudaVersion",
-                v["cudaVersion"],
-                f"{shape.accelerator} (sm_{shape.cuda_arch}) needs CUDA {need} or newer",
+                cuda_text,
+                f"is not a CUDA toolkit the project knows (major.minor: {_known(versions.CUDA_VERSIONS)}); "
+                f"{_OVERRIDE_HINT}",
             )
         )
-    torch_variant = v["torchVersion"].partition("+")[2]
-    if VERSION_RE.match(v["torchVersion"]) and not re.match(r"^cu\d{3}$", torch_variant):
+    elif shape and cuda and (int(cuda[1]), int(cuda[2])) < shape.min_cuda:
+        need = ".".join(map(str, shape.min_cuda))
         problems.append(
-            Problem("torchVersion", v["torchVersion"], "must name its CUDA wheel variant, e.g. 2.10.0+cu129")
+            Problem("cudaVersion", cuda_text, f"{shape.accelerator} (sm_{shape.cuda_arch}) needs CUDA {need} or newer")
         )
-    elif cuda and torch_variant and torch_variant[2:4] != cuda[1]:
+    torch = v["torchVersion"]
+    release, _, tag = torch.partition("+")
+    if not VERSION_RE.match(torch):
+        return
+    if not re.match(r"^cu\d{3}$", tag):
+        problems.append(Problem("torchVersion", torch, "must name its CUDA wheel variant, e.g. 2.10.0+cu129"))
+        return
+    if cuda and tag != f"cu{cuda[1]}{cuda[2]}":
         problems.append(
             Problem(
                 "torchVersion",
-                v["torchVersion"],
-                f"CUDA variant {torch_variant} does not match cudaVersion {v['cudaVersion']}",
+                torch,
+                f"CUDA variant {tag} does not match cudaVersion {cuda_text}: use a +cu{cuda[1]}{cuda[2]} build",
             )
         )
+    elif "torch" not in overrides and release not in versions.TORCH_BUILDS.get(tag, ()):
+        builds = versions.TORCH_BUILDS.get(tag)
+        known = f"{tag} builds: {_known(builds)}" if builds else f"known tags: {_known(list(versions.TORCH_BUILDS))}"
+        problems.append(
+            Problem("torchVersion", torch, f"PyTorch has no such build the project knows ({known}); {_OVERRIDE_HINT}")
+        )
+
+
+def _check_deepep_ref(v: dict[str, Any], problems: list[Problem]) -> None:
     ref = v["deepepRef"]
-    if not _DEEPEP_REF_RE.match(ref):
+    if ref in upstream.DEEPEP_REFS:
+        return
+    known = _known([r if r.startswith("v") else r[:12] + "..." for r in upstream.DEEPEP_REFS])
+    problems.append(
+        Problem(
+            "deepepRef",
+            ref,
+            f"is not a DeepEP tag or commit the project knows ({known}); a new one goes into "
+            "components/config/upstream.py DEEPEP_REFS with the NVSHMEM it was checked with",
+        )
+    )
+
+
+def _check_gke_version(v: dict[str, Any], problems: list[Problem]) -> None:
+    pinned = v["gkeVersion"]
+    if not pinned:
+        return
+    if not _GKE_VERSION_RE.match(pinned):
+        problems.append(Problem("gkeVersion", pinned, "must be a GKE version such as 1.33.5-gke.1162000, or empty"))
+        return
+    image = v["_gkeImageType"]
+    if versions.below_gke_floor(pinned, image):
         problems.append(
             Problem(
-                "deepepRef",
-                ref,
-                "must be a tag such as v1.2.1 or a full 40-hex commit hash (git cannot fetch a short one); "
-                "branches like main move",
+                "gkeVersion",
+                pinned,
+                f"A4 nodes on {image} need GKE {versions.gke_floor_text(image)} or a newer minor (or empty)",
             )
         )
-    if VERSION_RE.match(v["nvshmemVersion"]):
-        check_nvshmem_pairing(v, problems)
-    if v["gkeVersion"] and not _GKE_VERSION_RE.match(v["gkeVersion"]):
-        problems.append(
-            Problem("gkeVersion", v["gkeVersion"], "must be a GKE version such as 1.33.5-gke.1162000, or empty")
-        )
-    elif v["gkeVersion"] and _below_gke_minimum(v["gkeVersion"]):
-        problems.append(
-            Problem("gkeVersion", v["gkeVersion"], f"A4 nodes need GKE {GKE_MIN_VERSION} or later (or empty)")
-        )
 
 
-def _below_gke_minimum(version: str) -> bool:
-    """True when the version (or every version of a prefix such as '1.32') may be older than A4's minimum."""
-    have, least = gke_version_key(version), gke_version_key(GKE_MIN_VERSION)
-    return have < least[: len(have)] or (have == least[: len(have)] and len(have) < len(least))
-
-
-def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
+def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
     """NVSHMEM against what the DeepEP ref was checked with, and against where its source can be found."""
     version, source = v["nvshmemVersion"], v["nvshmemSource"]
     have = upstream.version_tuple(version)
@@ -111,13 +250,15 @@ def check_nvshmem_pairing(v: dict[str, Any], problems: list[Problem]) -> None:
                 f"runs NVSHMEM ({source}) only before {upstream.dotted(limit)}, not {version}: {known.why_before}",
             )
         )
-    if source == "source" and have >= upstream.NVSHMEM_GITHUB_SINCE and version not in upstream.NVSHMEM_GITHUB_TAGS:
+    in_table = version in versions.NVSHMEM_VERSIONS
+    no_tag = have >= upstream.NVSHMEM_GITHUB_SINCE and version not in upstream.NVSHMEM_GITHUB_TAGS
+    if source == "source" and in_table and no_tag and "nvshmem" not in overrides:
         tags = ", ".join(upstream.NVSHMEM_GITHUB_TAGS)
         problems.append(
             Problem(
                 "nvshmemVersion",
                 version,
-                f"has no checked NVIDIA/nvshmem release tag (known: {tags}); add it to components/config/upstream.py",
+                f"has no checked NVIDIA/nvshmem source tag (known: {tags}); {_OVERRIDE_HINT}",
             )
         )
     if source == "pip" and "internode" in v["benchmarks"]:

@@ -1,7 +1,7 @@
 """What we checked by hand about upstream releases, shared by the config model and the installer.
 
-Each fact names where it was checked, so the next pin can be checked the same way. A ref or version
-that is not listed here still works where the rule allows it; it is just not cross-checked.
+Each fact names where it was checked, so the next pin can be checked the same way. A DeepEP ref that is
+not listed here is refused (config/rules_versions.py); the release tables are in config/versions.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ class DeepEPRef:
     why_before: str = ""
 
 
-# deepseek-ai/DeepEP, checked in a clone: third-party/README.md of each ref says "NVSHMEM v3.3.9 or
+# deepseek-ai/DeepEP, checked in a clone (`git tag` in a snapshot of 2026-11-25 lists v1.2.1 -> 9af0e0d;
+# 29d31c0 is a commit of its history): third-party/README.md of each ref says "NVSHMEM v3.3.9 or
 # later"; commit 29d31c0 "Nvshmem 3 5 runtime fixes (#564)" is what v1.2.1 lacks for newer NVSHMEM:
 # NVSHMEM 3.5 moved the RC QPs inside the IBGDA device state, and a source build from 3.3.20 on defines
 # the device state a second time unless DeepEP compiles with RDC. The field reports ran 1.2.1+29d31c0.

@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -224,8 +225,10 @@ def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]
     except stackfile.StackFileError as err:
         raise UsageError([str(p) for p in err.problems]) from None
     except config.ConfigError as err:
+        if len(err.problems) == 1:  # one mistake, one line
+            raise UsageError([f"stack '{stack_arg}': {err.problems[0]}; nothing was written"]) from None
         raise UsageError(
-            [f"stack '{stack_arg}' has {len(err.problems)} config problem(s); nothing was written:"]
+            [f"stack '{stack_arg}' has {len(err.problems)} config problems; nothing was written:"]
             + [f"  - {problem}" for problem in err.problems]
         ) from None
     return name, stack_cfg, cfg
@@ -266,6 +269,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         "gcpProject": cfg.project,
         "gcpProjectIsPlaceholder": placeholder,
         "installs": dict(installs),
+        # Versions beyond the project's tables (versionOverrides): installed as named, never run here.
+        "untested": [asdict(o) for o in cfg.versions.overrides],
         "costEstimate": estimate.as_dict(),
         "billCap": cap.as_dict(),
         "standIns": {key: result.outputs[key] for key in stand_ins},
@@ -296,6 +301,11 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         print(deadline_line(cap))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))
+    if cfg.untested:
+        print(
+            f"UNTESTED: {', '.join(cfg.untested)} from versionOverrides: the project has not run these versions; "
+            "the installer downloads the named URL and checks its sha256"
+        )
     if placeholder:
         print(
             f"WARNING: project {cfg.project} is the stack files' placeholder: set yours before `pulumi up` "

@@ -42,7 +42,14 @@ class Source:
 def sources(cfg: StackConfig) -> list[Source]:
     """What the stack's nodes download, by the names the installer looks up in the store."""
     v = cfg.versions
-    return sources_of(v.gdrcopy, v.nvshmem if v.nvshmem_source == "source" else "", v.deepep_ref, v.deepep_pr466)
+    found = sources_of(v.gdrcopy, v.nvshmem if v.nvshmem_source == "source" else "", v.deepep_ref, v.deepep_pr466)
+    # A versionOverrides download comes from the URL the stack names, as on the nodes.
+    named = {
+        installer.OVERRIDE_FETCH_NAMES[o.component].format(version=o.version): o.url
+        for o in v.overrides
+        if o.component in installer.OVERRIDE_FETCH_NAMES
+    }
+    return [Source(s.name, named.get(s.name, s.url)) for s in found]
 
 
 def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466: bool) -> list[Source]:

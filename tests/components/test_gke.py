@@ -127,8 +127,9 @@ def test_public_ip_endpoint_only_with_authorized_networks() -> None:
     ("raw", "key", "fragment"),
     [
         ({"gkePublicEndpoint": True}, "gkePublicEndpoint", "needs gkeAuthorizedNetworks"),
-        ({"gkeVersion": "1.32.3-gke.1927000"}, "gkeVersion", "1.32.4-gke.1236000 or later"),
-        ({"gkeVersion": "1.32"}, "gkeVersion", "1.32.4-gke.1236000 or later"),
+        ({"gkeVersion": "1.32.4-gke.1236000"}, "gkeVersion", "1.32.7-gke.1067000 (1.32) or 1.33.3-gke.1247000 (1.33)"),
+        ({"gkeVersion": "1.32"}, "gkeVersion", "1.32.7-gke.1067000 (1.32)"),
+        ({"gkeVersion": "1.33.3-gke.1246999"}, "gkeVersion", "on UBUNTU_CONTAINERD"),
         ({"gkeVersion": "latest"}, "gkeVersion", "GKE version such as"),
     ],
 )
@@ -139,7 +140,7 @@ def test_unsafe_endpoint_and_old_versions_are_refused(raw: dict[str, Any], key: 
 
 
 def test_pins_at_or_above_the_a4_minimum_are_accepted() -> None:
-    for version in ("1.32.4-gke.1236000", "1.33", "1.35.8-gke.1180000"):
+    for version in ("1.32.7-gke.1067000", "1.33.3-gke.1247000", "1.34", "1.35.8-gke.1180000"):
         cfg = config.parse(plan_engine.project_keys(stack_config(STACK, gkeVersion=version)), STACK)
         assert cfg.gke.version == version
 
@@ -211,7 +212,17 @@ def test_choose_version_prefers_the_channel_default_then_its_newest() -> None:
     both = offered({"REGULAR": "1.36.4-gke.1221000"}, {"REGULAR": "1.37.2-gke.1139000"})
     assert gke_cluster.choose_version("REGULAR", "asia-southeast1", both) == "1.36.4-gke.1221000"
     old_default = offered({"REGULAR": "1.32.2-gke.1000"}, {"REGULAR": "1.32.4-gke.1236000"})
-    assert gke_cluster.choose_version("REGULAR", "asia-southeast1", old_default) == "1.32.4-gke.1236000"
+    assert gke_cluster.choose_version("REGULAR", "asia-southeast1", old_default, "COS_CONTAINERD") == (
+        "1.32.4-gke.1236000"
+    )
+    # The Ubuntu A4 pool's floor is higher on the same minor: 1.32.4 is refused, 1.33.3-gke.1247000 taken.
+    ubuntu = offered({"REGULAR": "1.32.4-gke.1236000"}, {"REGULAR": "1.33.3-gke.1247000"})
+    assert gke_cluster.choose_version("REGULAR", "asia-southeast1", ubuntu, "UBUNTU_CONTAINERD") == (
+        "1.33.3-gke.1247000"
+    )
+    below = offered({"REGULAR": "1.33.2-gke.1"}, {"REGULAR": "1.32.6-gke.9"})
+    with pytest.raises(pulumi.RunError, match=re.escape("1.32.7-gke.1067000")):
+        gke_cluster.choose_version("REGULAR", "asia-southeast1", below, "UBUNTU_CONTAINERD")
     no_channel = offered({}, {}, default="1.35.8-gke.1180000", newest="1.37.3-gke.1078000")
     assert gke_cluster.choose_version("UNSPECIFIED", "asia-southeast1", no_channel) == "1.35.8-gke.1180000"
 
@@ -222,14 +233,14 @@ def test_choose_version_fails_in_one_line_when_the_channel_is_below_the_a4_minim
         gke_cluster.choose_version("STABLE", "asia-southeast1", too_old)
     message = str(err.value)
     assert "\n" not in message
-    assert "gkeReleaseChannel" in message and "1.32.3-gke.1927000" in message and "1.32.4-gke.1236000" in message
+    assert "gkeReleaseChannel" in message and "1.32.3-gke.1927000" in message and "1.32.7-gke.1067000" in message
 
 
 def test_the_program_refuses_a_channel_below_the_a4_minimum(monkeypatch: pytest.MonkeyPatch) -> None:
     old = {**plan_engine.MOCK_ENGINE_VERSIONS, "releaseChannelDefaultVersion": {"REGULAR": "1.31.9-gke.1"}}
     old["releaseChannelLatestVersion"] = {"REGULAR": "1.32.3-gke.1927000"}
     monkeypatch.setattr(plan_engine, "MOCK_ENGINE_VERSIONS", old)
-    with pytest.raises(Exception, match=re.escape("below A4's minimum 1.32.4-gke.1236000")):
+    with pytest.raises(Exception, match=re.escape("below A4's floor on UBUNTU_CONTAINERD (1.32.7-gke.1067000")):
         plan(STACK)
 
 

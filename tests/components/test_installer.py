@@ -472,7 +472,7 @@ def test_a_reboot_that_does_not_help_is_not_repeated(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("source", ["source", "pip"])
 def test_changing_nvshmem_reruns_only_what_depends_on_it(source: str, tmp_path: Path) -> None:
-    versions = {"source": ("3.5.19", "3.4.5"), "pip": ("3.4.5", "3.4.6")}[source]
+    versions = {"source": ("3.5.19", "3.4.5"), "pip": ("3.4.5", "3.5.19")}[source]
     m = Machine(tmp_path)
     install(m, m.render(cfg_of(**NVSHMEM_FROM[source], nvshmemVersion=versions[0])))
     d = m.render(cfg_of(**NVSHMEM_FROM[source], nvshmemVersion=versions[1]))
@@ -487,7 +487,7 @@ def test_changing_nvshmem_reruns_only_what_depends_on_it(source: str, tmp_path: 
     if source == "pip":
         wheel = m.root / "venv/lib/python3.12/site-packages/nvidia/nvshmem/VERSION"
         assert wheel.read_text().strip() == versions[1]
-        assert "nvidia-nvshmem-cu12==3.4.6" in (m.root / "state/pip-constraints.txt").read_text()
+        assert "nvidia-nvshmem-cu12==3.5.19" in (m.root / "state/pip-constraints.txt").read_text()
 
 
 def test_the_hosts_linker_finds_the_source_nvshmem(tmp_path: Path) -> None:

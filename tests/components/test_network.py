@@ -10,9 +10,9 @@ FIREWALL = "gcp:compute/firewall:Firewall"
 
 
 def test_rdma_vpc_uses_the_zones_roce_profile_and_max_mtu() -> None:
-    result = plan("gke-b200", zone="asia-southeast1-c")
+    result = plan("gke-b200", region="us-central1", zone="us-central1-b")
     rdma = one(result, NETWORK, "a4-rdma")["inputs"]
-    assert rdma["networkProfile"] == "projects/deepep-a4-demo/global/networkProfiles/asia-southeast1-c-vpc-roce"
+    assert rdma["networkProfile"] == "projects/deepep-a4-demo/global/networkProfiles/us-central1-b-vpc-roce"
     assert rdma["mtu"] == 8896
     assert rdma["autoCreateSubnetworks"] is False
     assert rdma["name"] == "deepep-gke-b200-rdma"

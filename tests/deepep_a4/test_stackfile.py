@@ -93,3 +93,22 @@ def test_plan_refuses_an_unwritable_out_before_planning(tmp_path: Path, monkeypa
     assert plan.main(["--stack", "gke-b200", "--out", str(tmp_path / "plan")]) == 2
     assert "is not writable" in capsys.readouterr().err
     assert ran == []
+
+
+def test_a_key_written_twice_is_refused_with_both_values_and_lines() -> None:
+    text = (
+        'config:\n  deepep-a4:cudaVersion: "12.8"\n  deepep-a4:zone: us-central1-b\n  deepep-a4:cudaVersion: "12.9"\n'
+    )
+    with pytest.raises(stackfile.StackFileError) as err:
+        stackfile.parse_text(text, "stacks/Pulumi.x.yaml")
+    [line] = err.value.problems
+    assert line == (
+        "stacks/Pulumi.x.yaml: config key 'deepep-a4:cudaVersion' = '12.8' (line 2) and '12.9' (line 4): "
+        "a key may be written once; keep the one you mean"
+    )
+
+
+def test_a_yaml_object_arrives_as_json_text_like_pulumi_object_config() -> None:
+    text = 'config:\n  deepep-a4:versionOverrides:\n    gdrcopy: {version: "2.6", url: "https://x", sha256: "a"}\n'
+    [(_, value)] = stackfile.parse_text(text, "s").items()
+    assert value == '{"gdrcopy": {"version": "2.6", "url": "https://x", "sha256": "a"}}'

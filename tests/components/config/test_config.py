@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import yaml
 
 from components import config
-from components.config import keys, upstream
+from components.config import keys, upstream, versions
+from components.config.model import VersionOverride
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
@@ -81,15 +83,16 @@ def test_config_is_frozen() -> None:
         ({"rdmaCidr": "192.168.0.0/27"}, "rdmaCidr", "/26 or larger"),
         ({"masterCidr": "172.16.0.0/24"}, "masterCidr", "/28"),
         ({"cudaVersion": "twelve"}, "cudaVersion", "must be a version"),
-        ({"cudaVersion": "12.4", "torchVersion": "2.10.0+cu124"}, "cudaVersion", "needs CUDA 12.8 or newer"),
+        ({"cudaVersion": "12.4", "torchVersion": "2.6.0+cu124"}, "cudaVersion", "needs CUDA 12.8 or newer"),
         ({"nvshmemVersion": "latest"}, "nvshmemVersion", "must be a version"),
         ({"torchVersion": "2.10.0"}, "torchVersion", "CUDA wheel variant"),
         ({"torchVersion": "2.10.0+cu130"}, "torchVersion", "does not match cudaVersion"),
-        ({"deepepRef": "main"}, "deepepRef", "branches like main move"),
-        ({"deepepRef": "29d31c0"}, "deepepRef", "full 40-hex commit hash"),
+        ({"deepepRef": "main"}, "deepepRef", "not a DeepEP tag or commit the project knows (v1.2.1, 29d31c095796..."),
+        ({"deepepRef": "29d31c0"}, "deepepRef", "not a DeepEP tag or commit the project knows"),
         ({"deepepRef": "v1.2.1"}, "deepepRef", "predates DeepEP #564"),
         ({"deepepRef": "v1.2.1", "nvshmemVersion": "3.2.5"}, "nvshmemVersion", "needs NVSHMEM 3.3.9 or newer"),
-        ({"nvshmemVersion": "3.5.20"}, "nvshmemVersion", "no checked NVIDIA/nvshmem release tag"),
+        ({"nvshmemVersion": "3.5.21"}, "nvshmemVersion", "no checked NVIDIA/nvshmem source tag"),
+        ({"nvshmemVersion": "3.5.20"}, "nvshmemVersion", "not a NVSHMEM release the project knows"),
         ({"nvshmemSource": "pip", "nvshmemVersion": "3.4.5"}, "nvshmemSource", "troubleshooting T12"),
         ({"nicHandler": "cpu"}, "nicHandler", "needs the GDRCopy kernel module"),
         ({"useDocaOfed": False}, "hcaPrefix", "mlx5_* HCA names come from DOCA-OFED"),
@@ -101,11 +104,34 @@ def test_config_is_frozen() -> None:
         ({"ttl": "forever"}, "ttl", "must be a duration"),
         ({"ttl": "off"}, "ttl", "spot capacity needs a bill cap"),
         ({"ttl": "5m"}, "ttl", "between 10m and 120d"),
-        ({"provisioning": "flex-start", "terminationAction": "STOP"}, "terminationAction", "use DELETE"),
+        (
+            {"platform": "gce", "provisioning": "flex-start", "terminationAction": "STOP"},
+            "terminationAction",
+            "use DELETE",
+        ),
         ({"bootDiskGb": 10}, "bootDiskGb", "100-65536"),
         ({"localSsdCount": 4}, "localSsdCount", "32 or 0"),
         ({"gkeVersion": "latest"}, "gkeVersion", "GKE version"),
-        ({"gkeAuthorizedNetworks": ["0.0.0.0/0"]}, "gkeAuthorizedNetworks", "whole internet"),
+        ({"gkeAuthorizedNetworks": ["0.0.0.0/0"]}, "gkeAuthorizedNetworks", "every address"),
+        ({"gkeAuthorizedNetworks": ["0.0.0.0/1", "128.0.0.0/1"]}, "gkeAuthorizedNetworks", "cover 0.0.0.0/0"),
+        ({"zone": "asia-southeast1-a"}, "zone", "only in asia-northeast1-b, asia-southeast1-b"),
+        ({"gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "read only on platform gce, not gke"),
+        ({"platform": "gce", "gkeVersion": "1.33.5-gke.1162000"}, "gkeVersion", "read only on platform gke"),
+        ({"provisioning": "reservation", "reservationName": "r", "placement": "compact"}, "placement", "comes placed"),
+        ({"artifactStore": "gs://my-bucket"}, "artifactStore", "the prefix limits the nodes' access grant"),
+        ({"nvidiaDriverVersion": "550.163.01"}, "nvidiaDriverVersion", "cannot drive a B200"),
+        ({"nvidiaDriverVersion": "585"}, "nvidiaDriverVersion", "not one the project knows (570, 575, 580, 590)"),
+        (
+            {"cudaVersion": "13.0", "torchVersion": "2.10.0+cu130", "nvidiaDriverVersion": "575"},
+            "nvidiaDriverVersion",
+            "needs driver branch 580",
+        ),
+        ({"cudaVersion": "12.10"}, "cudaVersion", "not a CUDA toolkit the project"),
+        ({"torchVersion": "2.99.0+cu129"}, "torchVersion", "cu129 builds: 2.8.0, 2.10.0"),
+        ({"docaOfedVersion": "9.9.9"}, "docaOfedVersion", "not a DOCA-OFED release the project knows"),
+        ({"gdrcopyVersion": "2.9.9"}, "gdrcopyVersion", "not a GDRCopy release the project knows"),
+        ({"gkeVersion": "1.32.6-gke.1000000"}, "gkeVersion", "1.32.7-gke.1067000 (1.32) or 1.33.3-gke.1247000"),
+        ({"gkeVersion": "1.33.2-gke.1"}, "gkeVersion", "on UBUNTU_CONTAINERD"),
         ({"benchmarks": ["intranode", "allreduce"]}, "benchmarks", "one of: intranode"),
         ({"nodeCount": 1}, "benchmarks", "internode test needs nodeCount of 2"),
         ({"benchProcesses": 9}, "benchProcesses", "1-8"),
@@ -137,7 +163,8 @@ def test_unknown_key_is_refused_with_a_hint() -> None:
     problem = only_problem(nodecount=3)
     assert problem.key == "nodecount"
     assert "unknown key" in problem.allowed
-    assert "did you mean 'nodeCount'" in problem.allowed
+    assert "did you mean nodeCount?" in problem.allowed
+    assert "did you mean cudaVersion?" in only_problem(cudaVerison="12.9").allowed
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -154,8 +181,9 @@ def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
 def test_the_accelerator_image_with_its_branch_and_the_inbox_stack_is_valid() -> None:
     cfg = config.parse({**VALID, **ACCEL}, "dev")
     assert cfg.gce.image_ref.driver_branch == "580" and not cfg.installer.use_doca_ofed
-    # The same image on the gke platform is never booted: nothing to check.
-    assert config.parse({**VALID, **ACCEL, "platform": "gke", "nvidiaDriverVersion": "570"}, "dev")
+    # The same image on the gke platform would never be booted: the key is refused, not ignored.
+    problem = only_problem(**{**ACCEL, "platform": "gke", "nvidiaDriverVersion": "570"})
+    assert problem.key == "gceImage" and "read only on platform gce" in problem.allowed
 
 
 def test_rocep_without_doca_is_valid() -> None:
@@ -170,7 +198,7 @@ def test_on_demand_may_run_without_ttl_and_reservation_with_name() -> None:
 
 
 def test_flex_start_ttl_is_capped_at_seven_days() -> None:
-    flex = {"provisioning": "flex-start", "terminationAction": "DELETE"}
+    flex = {"platform": "gce", "provisioning": "flex-start", "terminationAction": "DELETE"}
     [problem] = problems_of(**flex, ttl="8d")
     assert (problem.key, problem.value) == ("ttl", "8d") and "at most 7d" in problem.allowed
     assert config.parse({**VALID, **flex, "ttl": "7d"}, "dev").ttl_seconds == 7 * 86400
@@ -188,7 +216,7 @@ def test_ttl_parsing(text: str, seconds: int | None) -> None:
         ("source", "3.3.9", True),
         ("source", "3.3.20", False),  # duplicate IBGDA device state without DeepEP #564's RDC
         ("pip", "3.4.5", True),
-        ("pip", "3.5.0", False),  # NVSHMEM 3.5's QP layout
+        ("pip", "3.5.19", False),  # NVSHMEM 3.5's QP layout
     ],
 )
 def test_deepep_v121_runs_only_the_nvshmem_it_was_checked_with(source: str, version: str, ok: bool) -> None:
@@ -201,9 +229,10 @@ def test_deepep_v121_runs_only_the_nvshmem_it_was_checked_with(source: str, vers
         assert "only before" in problem.allowed and "29d31c095796f3c8ece47ee9cdcc167051bbeed9" in problem.allowed
 
 
-def test_an_unchecked_deepep_commit_is_not_cross_checked() -> None:
-    cfg = config.parse({**VALID, "deepepRef": "a" * 40, "nvshmemVersion": "3.3.9"}, "test")
-    assert cfg.versions.deepep_ref == "a" * 40
+def test_a_deepep_commit_the_project_does_not_know_is_refused() -> None:
+    problem = only_problem(deepepRef="a" * 40, nvshmemVersion="3.3.9")
+    assert (problem.key, problem.value) == ("deepepRef", "a" * 40)
+    assert "DEEPEP_REFS" in problem.allowed
 
 
 def test_rdma_range_is_split_into_eight_subnets_in_order() -> None:
@@ -300,3 +329,74 @@ def test_a_gke_loaded_driver_is_refused_because_peer_mapping_could_never_apply(d
         config.parse({"project": "my-project-1", "platform": "gke", "gkeGpuDriver": driver}, "t")
     (problem,) = err.value.problems
     assert problem.key == "gkeGpuDriver" and "insmod" in problem.allowed and "PeerMappingOverride" in problem.allowed
+
+
+# -- known-version tables and the override beyond them --------------------------------------------
+
+SHA = "cd" * 32  # rendering only
+
+
+def _override(component: str, version: str, url: str, sha256: str = SHA) -> str:
+    return json.dumps({component: {"version": version, "url": url, "sha256": sha256}})
+
+
+def test_stack_versions_are_in_the_tables() -> None:
+    cfg = config.parse(VALID, "dev")
+    v = cfg.versions
+    assert v.cuda in versions.CUDA_VERSIONS and v.gdrcopy in versions.GDRCOPY_VERSIONS
+    assert v.doca_ofed in versions.DOCA_OFED_VERSIONS and v.nvshmem in versions.NVSHMEM_VERSIONS
+    assert v.torch.split("+")[0] in versions.TORCH_BUILDS[v.torch_cuda_variant]
+    assert versions.driver_branch(v.nvidia_driver) in versions.DRIVER_BRANCHES
+    assert cfg.zone in versions.A4_ZONES[cfg.machine_type] and cfg.untested == ()
+
+
+def test_an_override_skips_the_table_and_marks_the_stack_untested() -> None:
+    url = "https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.6.5-0.tar.gz"
+    cfg = config.parse(
+        {**VALID, "nvshmemVersion": "3.6.5", "versionOverrides": _override("nvshmem", "3.6.5", url)}, "t"
+    )
+    assert cfg.versions.override("nvshmem") == VersionOverride("nvshmem", "3.6.5", url, SHA)
+    assert cfg.untested == ("nvshmem 3.6.5",)
+    # Without it the same version has no checked source tag.
+    assert "no checked NVIDIA/nvshmem source tag" in only_problem(nvshmemVersion="3.6.5").allowed
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "fragment"),
+    [
+        ("not json", "versionOverrides", "must be a JSON object"),
+        (_override("deepep", "v1", "https://x"), "versionOverrides.deepep", "unknown component"),
+        (json.dumps({"gdrcopy": {"version": "2.5.1"}}), "versionOverrides.gdrcopy", "three strings"),
+        (_override("gdrcopy", "2.6", "https://x"), "versionOverrides.gdrcopy.version", "must equal gdrcopyVersion"),
+        (_override("gdrcopy", "2.5.1", "ftp://x"), "versionOverrides.gdrcopy.url", "https://"),
+        (_override("gdrcopy", "2.5.1", "https://x", "A" * 64), "versionOverrides.gdrcopy.sha256", "64 lower-case"),
+        (_override("docaOfed", "3.2.1", "https://x/key"), "versionOverrides.docaOfed.url", "GPG-KEY-Mellanox.pub"),
+    ],
+)
+def test_a_bad_override_is_one_problem(value: str, key: str, fragment: str) -> None:
+    problem = only_problem(versionOverrides=value)
+    assert problem.key == key and fragment in problem.allowed
+
+
+def test_the_installer_fetches_the_override_url_and_checks_its_digest() -> None:
+    from components import installer
+
+    url = f"{versions.DOCA_REPO_BASE}/3.3.0/ubuntu24.04/x86_64/GPG-KEY-Mellanox.pub"
+    raw = {**VALID, "docaOfedVersion": "3.3.0", "versionOverrides": _override("docaOfed", "3.3.0", url)}
+    cfg = config.parse(raw, "t")
+    assert installer.checksums(cfg)["doca-3.3.0-GPG-KEY-Mellanox.pub"] == SHA
+    nv = "https://example.org/nvshmem-3.6.5.tar.gz"
+    cfg = config.parse({**VALID, "nvshmemVersion": "3.6.5", "versionOverrides": _override("nvshmem", "3.6.5", nv)}, "t")
+    assert installer.nvshmem_src_url(cfg) == nv
+    assert installer.checksums(cfg)["nvshmem-3.6.5-source"] == SHA
+
+
+def test_the_gke_floor_follows_the_node_image_type() -> None:
+    assert config.parse(VALID, "dev").gke.image_type == versions.UBUNTU
+    assert versions.below_gke_floor("1.32.4-gke.1236000", versions.UBUNTU)
+    assert not versions.below_gke_floor("1.32.4-gke.1236000", versions.COS)
+    assert versions.below_gke_floor("1.32.3-gke.1", versions.COS)
+    assert versions.below_gke_floor("1.33.3-gke.1246999", versions.UBUNTU)
+    assert not versions.below_gke_floor("1.33.3-gke.1247000", versions.UBUNTU)
+    assert not versions.below_gke_floor("1.34.1-gke.1", versions.UBUNTU)
+    assert versions.below_gke_floor("1.31.9-gke.1", versions.UBUNTU)
