@@ -136,6 +136,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             store_url=v["artifactStore"].rstrip("/"),
             store_publish=v["artifactStorePublish"],
             store_only=v["artifactStoreOnly"],
+            store_manifest=v["artifactStoreManifest"].lower(),
             nccl_gib=v["ncclGib"],
         ),
         gke=model.GkeOptions(

@@ -70,6 +70,8 @@ def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, pyth
             "STORE_URL": "",
             "STORE_PUBLISH": True,
             "STORE_ONLY": True,
+            # Its store is a local folder of the user's own files and builds: no stack manifest to pin them.
+            "STORE_TRUST_PUBLISHED": True,
         },
     )
 

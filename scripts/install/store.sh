@@ -13,7 +13,7 @@
 
 STORE_URL="${DEEPEP_STORE_URL:-${STORE_URL:-}}"
 STORE_URL="${STORE_URL%/}"
-: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}"
+: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}" "${STORE_MANIFEST:=}" "${STORE_TRUST_PUBLISHED:=0}"
 STORE_LOCK_WAIT_S="${DEEPEP_STORE_LOCK_WAIT_S:-${STORE_LOCK_WAIT_S:-1200}}"
 STORE_POLL_S="${DEEPEP_STORE_POLL_S:-15}"
 GCS_API="${DEEPEP_GCS_API:-https://storage.googleapis.com}"
@@ -126,6 +126,40 @@ store_put() {
   esac
 }
 
+# The store manifest the stack pins (STORE_MANIFEST, docs/store.md): "SHA256  REL" lines that
+# `deepep-a4 store build` wrote from the user's own builds and downloads, at manifests/SHA256.txt. Only what
+# it lists is taken from the store, and each object must have the digest it lists: the sha256 in an
+# object's metadata is its uploader's word, the manifest is the stack's.
+_manifest_file() {
+  local f="$STATE/store-manifest.txt" got
+  [[ -n $STORE_MANIFEST ]] && store_enabled || return 2
+  if [[ ! -s $f || "$(sha256_of "$f")" != "$STORE_MANIFEST" ]]; then
+    mkdir -p "$STATE"
+    store_get "manifests/$STORE_MANIFEST.txt" "$f.part" ||
+      die "store: the stack pins manifest $STORE_MANIFEST, but $STORE_URL has no manifests/$STORE_MANIFEST.txt: run 'deepep-a4 store build'"
+    got="$(sha256_of "$f.part")"
+    if [[ $got != "$STORE_MANIFEST" ]]; then
+      rm -f "$f.part"
+      die "store: manifests/$STORE_MANIFEST.txt has sha256 $got, not the pinned $STORE_MANIFEST: refused"
+    fi
+    mv "$f.part" "$f"
+  fi
+  echo "$f"
+}
+
+# manifest_digest REL: the sha256 the pinned manifest lists for REL; empty when not listed or no manifest.
+# A manifest that cannot be read ends the process (exit: callers run it in $(...), often inside conditions).
+manifest_digest() {
+  local f sum rel rc=0
+  f="$(_manifest_file)" || rc=$?
+  ((rc != 2)) || return 0
+  ((rc == 0)) || exit 1
+  while read -r sum rel; do
+    [[ $rel == "$1" ]] && echo "$sum" && return 0
+  done <"$f"
+  return 0
+}
+
 # Locks: a create-only object holding the epoch second it expires; nodes cannot delete it (write-once),
 # so an expired lock is ignored instead of removed (the bucket's lifecycle rule clears old ones).
 _lock_expiry() {
@@ -202,8 +236,20 @@ with_artifact() {
 }
 
 _restore() {
-  local rel=$1 tarball=$2 dir=$3
+  local rel=$1 tarball=$2 dir=$3 want=""
+  # The hardware test and the store builder read a local store only they wrote; nodes need the manifest.
+  if ((!STORE_TRUST_PUBLISHED)); then
+    want="$(manifest_digest "$rel")" || exit 1
+    if [[ -z $want ]]; then
+      log "store: $rel is not in the stack's store manifest (${STORE_MANIFEST:-none pinned}): not taken"
+      return 1
+    fi
+  fi
   store_get "$rel" "$tarball" || return 1
+  if [[ -n $want && "$(sha256_of "$tarball")" != "$want" ]]; then
+    rm -f "$tarball"
+    die "store: $STORE_URL/$rel is not the object the stack's manifest pins (sha256 $want): refused"
+  fi
   rm -rf "$dir" && mkdir -p "$dir"
   tar -xzf "$tarball" -C "$dir"
   rm -f "$tarball"
