@@ -210,9 +210,11 @@ with_artifact() {
   rel="artifacts/$PHASE/$key.tar.gz" lock="locks/$PHASE/$key" tarball="$CACHE/$PHASE-$key.tar.gz"
   if _restore "$rel" "$tarball" "$dir"; then
     phase_note "artifact $key from the store in $((SECONDS - t0)) s"
-  elif ((!STORE_PUBLISH)); then
+  elif ((!STORE_PUBLISH || !STORE_TRUST_PUBLISHED)); then
+    # A node's artifact would be taken by no other node (only the manifest's are): it neither waits for
+    # other builders nor publishes. Publishing artifacts is the builder's (deepep-a4 store build).
     "$build"
-    phase_note "artifact $key built here (store miss; this node does not publish)"
+    phase_note "artifact $key built here (store miss; this node does not publish artifacts)"
   elif store_claim "$lock" "$STORE_LOCK_WAIT_S"; then
     "$build"
     _publish "$rel" "$tarball" "$dir" "$key"
