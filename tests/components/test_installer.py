@@ -1218,13 +1218,17 @@ def test_a_gib_repository_that_fails_names_the_cause(tmp_path: Path) -> None:
     assert started(ok) == ["nccl-gib"]
 
 
-def test_the_installer_doc_says_truthfully_whether_downloads_have_pinned_digests() -> None:
+def test_the_installer_doc_says_truthfully_what_is_pinned() -> None:
     text = (ROOT / "docs/installer.md").read_text()
     section = text.split("## What is pinned, and how downloads are checked", 1)[1].split("\n## ", 1)[0]
-    says_empty = "It is **empty**" in section
-    assert says_empty == (not installer.CHECKSUMS), "docs/installer.md's checksum statement no longer holds"
+    # Every pin in the code is named in the doc, with its digest or fingerprint.
+    for name, digest in installer.CHECKSUMS.items():
+        assert f"`{name}`" in section and digest[:12] in section, name
+    for name, fingerprints in installer.KEY_FINGERPRINTS.items():
+        assert f"`{name}`" in section and all(f in section for f in fingerprints), name
     # "trusted on first use" holds only while REQUIRE_CHECKSUMS is off; turned on, the doc must say it refuses.
     assert ("a download is trusted on first use" in section) == (not installer.REQUIRE_CHECKSUMS)
+    assert ("refuses a download with no pin" in section) == installer.REQUIRE_CHECKSUMS
 
 
 # -- the driver phase's readings of a real GPU machine ---------------------------------------------------------
