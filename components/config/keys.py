@@ -159,8 +159,8 @@ KEYS: tuple[Key, ...] = (
         "artifactStorePublish",
         bool,
         False,
-        "Nodes publish what they build or download to the store (write-once; gives the nodes objectCreator). Off: "
-        "nodes only read, and `deepep-a4 store build` publishes.",
+        "Nodes publish the sources they download to the store (write-once; gives the nodes objectCreator). Off: "
+        "nodes only read. Artifacts come only from `deepep-a4 store build` (docs/store.md).",
     ),
     Key(
         "artifactStoreManifest",

@@ -1,4 +1,5 @@
-"""`deepep-a4 store fill`: put a stack's sources into the artifact store (docs/store.md).
+"""`deepep-a4 store fill`: put a stack's sources into the artifact store (docs/store.md); `store build`
+(store_build.py) fills, builds and publishes with a manifest the stack pins.
 
     .venv/bin/deepep-a4 store fill --stack gke-b200                      internet -> the stack's artifactStore
     .venv/bin/deepep-a4 store fill --stack gke-b200 --store DIR          ... or a local folder
