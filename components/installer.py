@@ -102,9 +102,10 @@ def gdrcopy_url(version: str) -> str:
     return f"https://github.com/NVIDIA/gdrcopy/archive/v{version}.tar.gz"
 
 
-def manifest_pinned(cfg: StackConfig) -> list[str]:
+def manifest_pinned(cfg: StackConfig, fetched_only: bool = False) -> list[str]:
     """What the stack's nodes may fetch with no pin in this module: only the store manifest can pin them
-    (`deepep-a4 store build` downloads them once, on the user's machine); until then nodes refuse them."""
+    (`deepep-a4 store build` downloads them once, on the user's machine); until then nodes refuse them.
+    `fetched_only`: without what a shipped phase skips on this platform (gIB's keys on GKE)."""
     v = cfg.versions
     names = [f"gdrcopy-{v.gdrcopy}.tar.gz"]
     if v.nvshmem_source == "source":
@@ -112,7 +113,7 @@ def manifest_pinned(cfg: StackConfig) -> list[str]:
     if cfg.installer.use_doca_ofed:
         names.append("GPG-KEY-Mellanox")
     # The phase ships to every target (it skips itself on GKE), so its keys are listed for both.
-    if cfg.installer.nccl_gib:
+    if cfg.installer.nccl_gib and (cfg.platform == "gce" or not fetched_only):
         names += ["google-cloud-packages", "google-artifact-registry"]
     return [n for n in names if n not in CHECKSUMS and n not in KEY_FINGERPRINTS]
 

@@ -52,7 +52,7 @@ def sources(cfg: StackConfig) -> list[Source]:
     the signing keys that only the store manifest pins."""
     v = cfg.versions
     out = sources_of(v.gdrcopy, v.nvshmem if v.nvshmem_source == "source" else "", v.deepep_ref, v.deepep_pr466)
-    return out + [Source(n, KEY_URLS[n]) for n in installer.manifest_pinned(cfg) if n in KEY_URLS]
+    return out + [Source(n, KEY_URLS[n]) for n in installer.manifest_pinned(cfg, fetched_only=True) if n in KEY_URLS]
 
 
 def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466: bool) -> list[Source]:

@@ -19,6 +19,7 @@ from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACK_STORE = "gs://deepep-a4-demo-artifacts/deepep-a4"
 UBUNTU_RELEASES = ("22.04", "24.04")
 FETCHERS = ("fetch", "fetch_key")
 
@@ -206,3 +207,21 @@ def test_the_cited_pins_match_the_urls_they_were_published_for() -> None:
     assert upstream.nvshmem_source_url("3.3.9") == (
         "https://developer.download.nvidia.com/compute/redist/nvshmem/3.3.9/source/nvshmem_src_cuda12-all-all-3.3.9.tar.gz"
     )
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_plan_says_what_waits_for_the_store_manifest(stack: str) -> None:
+    from deepep_a4.tools import plan as plan_tool
+
+    cfg, _ = rendered(stack)
+    lines = plan_tool.store_warnings(cfg, stack)
+    if cfg.installer.store_url and not cfg.installer.store_manifest:
+        assert any(line.startswith("STAND-IN: no artifactStoreManifest") for line in lines), lines
+        assert f"deepep-a4 store build --stack {stack}" in lines[0]
+    for name in installer.manifest_pinned(cfg, fetched_only=True):
+        assert any(name in line for line in lines), name
+    pinned, _ = rendered(stack, artifactStore=STACK_STORE, artifactStoreManifest="ab" * 32)
+    assert plan_tool.store_warnings(pinned, stack) == []
+    bare, _ = rendered(stack, artifactStore="")
+    waiting = installer.manifest_pinned(bare, fetched_only=True)
+    assert bool(plan_tool.store_warnings(bare, stack)) == bool(waiting)

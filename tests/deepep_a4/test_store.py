@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from components import config, installer
-from components.config import keys
 from components import store as store_program
+from components.config import keys
 from deepep_a4.cli import main as cli
 from deepep_a4.tools import bringup, hwtest, plan_engine
 from deepep_a4.tools import store as store_tool
@@ -375,7 +375,8 @@ def test_bringup_refuses_a_store_phase_under_the_target(tmp_path: Path) -> None:
 def test_when_two_nodes_miss_at_once_one_builds_and_the_other_waits_for_it(tmp_path: Path) -> None:
     # Publishers that read their own store (builders sharing a folder, the hardware test): nodes never publish.
     script = """
-PHASE=nvshmem PHASE_SCRIPT=$STORE_SH CUDA_VERSION=13.0 CUDA_ARCH=90 STORE_PUBLISH=1 STORE_TRUST_PUBLISHED=1 STORE_POLL_S=1
+PHASE=nvshmem PHASE_SCRIPT=$STORE_SH CUDA_VERSION=13.0 CUDA_ARCH=90 STORE_POLL_S=1
+STORE_PUBLISH=1 STORE_TRUST_PUBLISHED=1
 declare -A ARTIFACT_DEPS=()
 os_version() { echo 24.04; }
 artifact_inputs() { echo "nvshmem=3.5.1"; }
