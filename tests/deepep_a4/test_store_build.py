@@ -25,6 +25,8 @@ from tests.conftest import ROOT
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 IMAGE = "example/cuda:12.9-devel@sha256:" + "0" * 64
 STACK_STORE = "gs://deepep-a4-demo-artifacts/deepep-a4"
+# The stub machine the build ran on, the store it published to, the manifest's sha256, the container calls.
+Built = tuple[Machine, Path, str, list[Sequence[str]]]
 
 
 def tar_gz(files: dict[str, str], commit: str = "") -> bytes:
@@ -97,7 +99,7 @@ def node_run(m: Machine, cfg: config.StackConfig, remote: Path) -> subprocess.Co
 
 
 @pytest.fixture
-def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Machine, Path, str, list[Sequence[str]]]:
+def built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Built:
     # The stub sources are stand-ins: the published digests in the table would (rightly) refuse them.
     monkeypatch.setattr(installer, "CHECKSUMS", {})
     cfg = cfg_of()
@@ -126,12 +128,12 @@ def test_the_builder_runs_only_the_build_phases_in_the_pinned_image() -> None:
         store_build.image_for(cfg_of(cudaVersion="13.0", torchVersion="2.11.0+cu130"), "")
 
 
-def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: tuple) -> None:
+def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: Built) -> None:
     m, remote, sha, calls = built
     assert len(calls) == 1
     manifest = (remote / "manifests" / f"{sha}.txt" / "data").read_text()
     assert hashlib.sha256(manifest.encode()).hexdigest() == sha
-    listed = dict(reversed(line.split("  ", 1)) for line in manifest.splitlines())
+    listed = {rel: digest for digest, rel in (line.split("  ", 1) for line in manifest.splitlines())}
     assert {rel.split("/")[1] for rel in listed if rel.startswith("artifacts/")} == set(installer.ARTIFACT_DEPS)
     assert {f"sources/{s.name}" for s in store.sources(cfg_of())} <= set(listed)
     for rel, digest in listed.items():
@@ -146,7 +148,7 @@ def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: t
     assert not [c for c in m.calls("cmake") if "--build" in c]
 
 
-def test_a_node_refuses_an_object_that_is_not_the_one_its_manifest_pins(built: tuple) -> None:
+def test_a_node_refuses_an_object_that_is_not_the_one_its_manifest_pins(built: Built) -> None:
     m, remote, sha, _ = built
     # Whoever can write the bucket replaces an artifact, metadata and all: the manifest still says otherwise.
     [obj] = (remote / "artifacts" / "nvshmem").iterdir()
@@ -163,7 +165,7 @@ def test_a_node_refuses_an_object_that_is_not_the_one_its_manifest_pins(built: t
     assert f"has no manifests/{'ab' * 32}.txt" in proc.stderr
 
 
-def test_the_builder_refuses_to_vouch_for_an_object_someone_else_wrote(tmp_path: Path, built: tuple) -> None:
+def test_the_builder_refuses_to_vouch_for_an_object_someone_else_wrote(tmp_path: Path, built: Built) -> None:
     _, remote, _, _ = built
     [obj] = (remote / "artifacts" / "deepep").iterdir()
     (obj / "sha256").write_text("f" * 64 + "\n")
