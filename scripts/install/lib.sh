@@ -134,6 +134,7 @@ fetch_key() {
     ((!STORE_ONLY)) || die "the store $STORE_URL has no sources/$name (storeOnly): fill it with 'deepep-a4 store fill'"
     _download "$url" "$dest.part"
   fi
+  command -v gpg >/dev/null || need_packages gpg
   while read -r fpr; do
     [[ -n $fpr ]] || continue
     found=1 ok=0
