@@ -151,7 +151,9 @@ class Profile:
     """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
 
     Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
-    `values` replaces config.sh values (versions the test machine has, its CUDA and arch).
+    `values` replaces config.sh values (versions the test machine has, its CUDA and arch); `checksums`, when
+    set, replaces the sha256 table (the hardware test's sources are the user's own files, not the archives
+    the published digests are for).
     """
 
     target: str
@@ -159,6 +161,7 @@ class Profile:
     phases: tuple[str, ...]
     left_out: dict[str, str]
     values: dict[str, object]
+    checksums: dict[str, str] | None = None
 
 
 def _script_files(phases: tuple[str, ...] = PHASES) -> dict[str, str]:
@@ -262,7 +265,8 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines += [f"{name}={_q(value)}" for name, value in values.items()]
     lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
     lines.append("declare -A SHA256=(")
-    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(CHECKSUMS.items())]
+    table = CHECKSUMS if profile is None or profile.checksums is None else profile.checksums
+    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(table.items())]
     lines.append(")")
     unpinned = manifest_pinned(cfg)
     if unpinned:

@@ -73,6 +73,8 @@ def profile(nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, pyth
             # Its store is a local folder of the user's own files and builds: no stack manifest to pin them.
             "STORE_TRUST_PUBLISHED": True,
         },
+        # Sources from a mirror, not the archives whose digests are published: the store's own digests hold.
+        checksums={},
     )
 
 

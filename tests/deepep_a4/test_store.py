@@ -342,6 +342,10 @@ def test_the_hardware_test_ships_no_phase_that_changes_the_machine(tmp_path: Pat
     assert not shipped & set(hwtest.LEFT_OUT)
     conf = files["config.sh"]
     assert "HAS_RDMA_NICS=0" in conf and "STORE_ONLY=1" in conf and "TORCH_VERSION=installed" in conf
+    # Its store holds the user's own files (a mirror's GDRCopy archive is not GitHub's: another sha256), so
+    # their store digests hold and no published digest is shipped; a stack's render keeps them all.
+    assert "STORE_TRUST_PUBLISHED=1" in conf and "declare -A SHA256=(\n)" in conf
+    assert installer.CHECKSUMS["gdrcopy-2.5.1.tar.gz"] in installer.render_installer(cfg, cfg.platform)["config.sh"]
     for phase in hwtest.LEFT_OUT:
         assert f"[{phase}]=" in conf.split("declare -A LEFT_OUT=(", 1)[1]
 
