@@ -9,11 +9,11 @@ the offline plan's `files/install/<target>/` is exactly what runs on a node.
     render_startup_script(cfg)            -> one bash script for GCE that writes and runs the installer
     installer_hash(cfg)                   -> 16 hex digits naming the versions and the rendered text
 
-Checksums: a download is verified against `CHECKSUMS` (artifact name -> sha256). A digest that cannot be
-known without downloading the artifact is not made up here: unpinned downloads are trusted on first
-use and their digests recorded on the node (`R/state/downloads.tsv`), ready to be pinned in the table;
-`REQUIRE_CHECKSUMS` turns that into a refusal. DeepEP and PR #466 are pinned by git commit
-(components/config/upstream.py), which git itself verifies.
+Pins (docs/installer.md, "What is pinned"): a download is checked against `CHECKSUMS` (name -> sha256, each
+as published where the comment says), a signing key against `KEY_FINGERPRINTS`, and anything else against
+the stack's store manifest (`artifactStoreManifest`: the sha256 of a list that `deepep-a4 store build`
+wrote from the user's own downloads). `REQUIRE_CHECKSUMS` refuses a download with none of these. DeepEP
+and PR #466 are pinned by git commit (components/config/upstream.py), which git itself verifies.
 """
 
 from __future__ import annotations
@@ -49,10 +49,25 @@ PHASES: tuple[str, ...] = (
     "nccl-gib",
 )
 
-# sha256 of downloads, by the artifact name the phases pass to `fetch`. Only digests checked against
-# the real artifact belong here; see the module doc for what happens without one.
-CHECKSUMS: dict[str, str] = {}
-REQUIRE_CHECKSUMS = False
+# sha256 of downloads, by the name the phases pass to `fetch`; only digests published for that exact URL.
+CHECKSUMS: dict[str, str] = {
+    # spack/spack-packages repos/spack_repo/builtin/packages/gdrcopy/package.py (url archive/v{version}.tar.gz).
+    "gdrcopy-2.5.1.tar.gz": "c6d5ebb7dabb89d798f27609511735595004da73af28d93ac041bb5290c4cbec",
+    # spack/spack-packages repos/spack_repo/builtin/packages/nvshmem/package.py (url_for_version: NVIDIA's redist).
+    "nvshmem-3.3.9-source": "ba41e9ad6650cf99c1a60a3e47c19d1d97d814add7d35ea72337520ae13eeb59",
+    # cuda-keyring 1.1-1 of repos/ubuntu2404/x86_64 and repos/ubuntu2204/x86_64, as NVIDIA's own NCCL install
+    # script (2026, x86_64) and Dockerfiles that pin them check it with sha256sum --check.
+    "cuda-keyring_1.1-1_all-ubuntu2404.deb": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
+    "cuda-keyring_1.1-1_all-ubuntu2204.deb": "d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df",
+}
+# Signing keys by their keys' fingerprints (gpg reads the file; every primary key in it must match one):
+# a key file may be re-served with other bytes, a key keeps its fingerprint. A 16-digit entry is a long key
+# id (the fingerprint's last 64 bits), where only that is published.
+KEY_FINGERPRINTS: dict[str, tuple[str, ...]] = {
+    # Mellanox Technologies' signing key of DOCA-OFED's repositories: the id NVIDIA's MLNX_OFED guides import.
+    "GPG-KEY-Mellanox": ("A024F6F0E6D6A281",),
+}
+REQUIRE_CHECKSUMS = True
 
 # PCI device ids per accelerator, for preflight before any driver is loaded.
 GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
@@ -83,7 +98,25 @@ def deepep_commit(ref: str) -> str:
 
 
 def gdrcopy_url(version: str) -> str:
-    return f"https://github.com/NVIDIA/gdrcopy/archive/refs/tags/v{version}.tar.gz"
+    # Exactly the URL the published digest is for (CHECKSUMS).
+    return f"https://github.com/NVIDIA/gdrcopy/archive/v{version}.tar.gz"
+
+
+def manifest_pinned(cfg: StackConfig, fetched_only: bool = False) -> list[str]:
+    """What the stack's nodes may fetch with no pin in this module: only the store manifest can pin them
+    (`deepep-a4 store build` downloads them once, on the user's machine); until then nodes refuse them.
+    `fetched_only`: without what a shipped phase skips on this platform (gIB's keys on GKE)."""
+    v = cfg.versions
+    names = [f"gdrcopy-{v.gdrcopy}.tar.gz"]
+    if v.nvshmem_source == "source":
+        names.append(f"nvshmem-{v.nvshmem}-source")
+    if cfg.installer.use_doca_ofed:
+        names.append("GPG-KEY-Mellanox")
+    # The phase ships to every target (it skips itself on GKE), so its keys are listed for both.
+    if cfg.installer.nccl_gib and (cfg.platform == "gce" or not fetched_only):
+        names += ["google-cloud-packages", "google-artifact-registry"]
+    pinned = checksums(cfg)
+    return [n for n in names if n not in pinned and n not in KEY_FINGERPRINTS]
 
 
 # The name each overridable download has in the SHA256 table (the NAME the phases pass to `fetch`).
@@ -163,7 +196,9 @@ class Profile:
     """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
 
     Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
-    `values` replaces config.sh values (versions the test machine has, its CUDA and arch).
+    `values` replaces config.sh values (versions the test machine has, its CUDA and arch); `checksums`, when
+    set, replaces the sha256 table (the hardware test's sources are the user's own files, not the archives
+    the published digests are for).
     """
 
     target: str
@@ -171,6 +206,7 @@ class Profile:
     phases: tuple[str, ...]
     left_out: dict[str, str]
     values: dict[str, object]
+    checksums: dict[str, str] | None = None
 
 
 def _script_files(phases: tuple[str, ...] = PHASES) -> dict[str, str]:
@@ -248,6 +284,10 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "STORE_URL": cfg.installer.store_url,
         "STORE_PUBLISH": cfg.installer.store_publish,
         "STORE_ONLY": cfg.installer.store_only,
+        # Nodes take only the store objects this manifest lists (docs/store.md); empty: no artifact.
+        "STORE_MANIFEST": cfg.installer.store_manifest,
+        # Only the hardware test and the store builder trust their own local store's sha256 files instead.
+        "STORE_TRUST_PUBLISHED": False,
         # A machine with RDMA NICs (every stack); the hardware test has none and leaves their checks out.
         "HAS_RDMA_NICS": True,
         # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
@@ -269,7 +309,15 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines += [f"{name}={_q(value)}" for name, value in values.items()]
     lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
     lines.append("declare -A SHA256=(")
-    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(checksums(cfg).items())]
+    table = checksums(cfg) if profile is None or profile.checksums is None else profile.checksums
+    lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(table.items())]
+    lines.append(")")
+    unpinned = manifest_pinned(cfg)
+    if unpinned:
+        state = cfg.installer.store_manifest or "STAND-IN: no artifactStoreManifest yet, so nodes refuse them"
+        lines.append(f"# Pinned only by the store manifest ({state}): {' '.join(unpinned)}")
+    lines.append("declare -A KEY_FPR=(")
+    lines += [f"  [{shlex.quote(n)}]={shlex.quote(' '.join(f))}" for n, f in sorted(KEY_FINGERPRINTS.items())]
     lines.append(")")
     lines.append(f"PHASES=({' '.join(phases)})")
     lines.append("declare -A PHASE_DEPS=(")

@@ -1,12 +1,14 @@
 """The artifact store in the cloud (docs/store.md): the nodes' access to it, and the bucket itself.
 
-`StoreAccess` (every benchmark stack with `artifactStore`): the node service account may read and create
-objects under the store's prefix, nothing else. The grant is on the bucket with an IAM condition on the
-object name, so a bucket shared with other data stays closed to the nodes. objectCreator cannot
-overwrite or delete (that needs storage.objects.delete), which with the nodes' create-only requests
-makes every object write-once. Before it grants anything, it reads the bucket (`check_store_bucket`):
-a store the nodes could never read stops the deployment with one line instead of failing on the grant
-or, worse, on every node's install.
+`StoreAccess` (every benchmark stack with `artifactStore`): the node service account may read objects
+under the store's prefix, nothing else; only a stack with `artifactStorePublish` lets it create objects too
+(the sources it downloads). The store's writer is `deepep-a4 store build`, on the user's credentials: a
+node's account is reachable from its privileged pods, so nodes that could write would decide what later
+nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a bucket shared
+with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
+storage.objects.delete), which with create-only requests makes every object write-once.
+Before it grants anything, it reads the bucket (`check_store_bucket`): a store the nodes could never read
+stops the deployment with one line instead of failing on the grant or, worse, on every node's install.
 
 `ArtifactStoreBucket` (the store's own small Pulumi project, `store/`): a bucket that outlives the
 benchmark stacks, with uniform bucket-level access (IAM conditions need it), public access prevention,

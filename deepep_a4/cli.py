@@ -5,6 +5,7 @@
     .venv/bin/deepep-a4 run    --stack gke-b200          pulumi up, benchmarks, report, pulumi destroy
     .venv/bin/deepep-a4 report --stack gke-b200          the benchmark report of a stack, a bucket or saved logs
     .venv/bin/deepep-a4 store fill --stack gke-b200      the stack's sources into its artifact store
+    .venv/bin/deepep-a4 store build --stack gke-b200     build and publish its artifacts, print the manifest to pin
     .venv/bin/deepep-a4 hwtest --out DIR                 the installer for a GPU machine that is not an A4
 
 Each subcommand is a click command in its tool module; this file only assembles them. Every

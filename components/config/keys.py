@@ -199,7 +199,20 @@ KEYS: tuple[Key, ...] = (
         "gs://BUCKET/PREFIX of the artifact store (docs/store.md): sources and prebuilt GDRCopy, NVSHMEM, DeepEP; "
         "the prefix is required (the nodes' access grant is limited to it); empty builds on every node.",
     ),
-    Key("artifactStorePublish", bool, True, "Nodes publish what they build or download to the store (write-once)."),
+    Key(
+        "artifactStorePublish",
+        bool,
+        False,
+        "Nodes publish the sources they download to the store (write-once; gives the nodes objectCreator). Off: "
+        "nodes only read. Artifacts come only from `deepep-a4 store build` (docs/store.md).",
+    ),
+    Key(
+        "artifactStoreManifest",
+        str,
+        "",
+        "sha256 of the store manifest `deepep-a4 store build` wrote (64 hex digits): nodes take only the store "
+        "objects it lists, each checked against its digest; empty: nodes restore no artifact (the cold path).",
+    ),
     Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
     Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
     Key(

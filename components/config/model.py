@@ -75,6 +75,7 @@ class InstallerOptions:
     store_url: str
     store_publish: bool
     store_only: bool
+    store_manifest: str  # sha256 of the builder's manifest (docs/store.md); "": nodes restore no artifact
     nccl_gib: bool  # Google's gIB NCCL plugin: the GKE DaemonSet or the GCE apt package, and its NCCL settings
 
 

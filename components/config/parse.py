@@ -63,6 +63,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
         "artifactStore",
         "artifactStorePublish",
         "artifactStoreOnly",
+        "artifactStoreManifest",
         "ncclGib",
     ),
     model.GkeOptions: (
@@ -142,6 +143,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     if problems:
         raise ConfigError(problems)
     v["artifactStore"] = v["artifactStore"].rstrip("/")
+    v["artifactStoreManifest"] = v["artifactStoreManifest"].lower()
 
     return model.StackConfig(
         stack=stack,

@@ -276,6 +276,11 @@ def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
         )
     if v["artifactStoreOnly"] and not url:
         problems.append(Problem("artifactStoreOnly", True, "needs artifactStore: without a store nodes must download"))
+    manifest = v["artifactStoreManifest"]
+    if manifest and not re.fullmatch(r"[0-9a-fA-F]{64}", manifest):
+        problems.append(Problem("artifactStoreManifest", manifest, "must be a sha256 (64 hex digits) or empty"))
+    if manifest and not url:
+        problems.append(Problem("artifactStoreManifest", manifest, "needs artifactStore: the manifest lives there"))
 
 
 def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:

@@ -74,7 +74,11 @@ def profile(
             "STORE_URL": "",
             "STORE_PUBLISH": True,
             "STORE_ONLY": True,
+            # Its store is a local folder of the user's own files and builds: no stack manifest to pin them.
+            "STORE_TRUST_PUBLISHED": True,
         },
+        # Sources from a mirror, not the archives whose digests are published: the store's own digests hold.
+        checksums={},
     )
 
 

@@ -313,6 +313,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         )
     if warning := store.store_name_warning(cfg):
         print(warning)
+    for line in store_warnings(cfg, stack):
+        print(line)
     custom = [r for r in result.resources if r["inputs"] or not r["type"].startswith("deepep-a4:")]
     print(f"{len(custom)} resources, {written} rendered files -> {out_dir} ({time.monotonic() - started:.1f}s)")
     return 0
@@ -331,6 +333,26 @@ def deadline_line(cap: cost.BillCap) -> str:
         return "Deadline: none (ttl: off): nothing deletes the A4 capacity but `pulumi destroy --refresh`"
     when = cap.deadline.strftime("%Y-%m-%d %H:%M UTC")
     return f"Deadline: {when} if the first `pulumi up` ran now ({plan_engine.STAND_IN}; then kept by every `up`)"
+
+
+def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
+    """What waits for the store manifest (docs/store.md): a stand-in until the stack pins one."""
+    from components import installer
+
+    if cfg.installer.store_manifest:
+        return []
+    waiting = installer.manifest_pinned(cfg, fetched_only=True)
+    build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
+    if not cfg.installer.store_url:
+        return (
+            [f"WARNING: no pin for {', '.join(waiting)}: nodes refuse them; set artifactStore and run {build}"]
+            if waiting
+            else []
+        )
+    lines = [f"STAND-IN: no artifactStoreManifest: every node builds cold (docs/store.md); run {build}"]
+    if waiting:
+        lines.append(f"STAND-IN: {', '.join(waiting)} are pinned only by that manifest: until then nodes refuse them")
+    return lines
 
 
 def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""`deepep-a4 store fill`: put a stack's sources into the artifact store (docs/store.md).
+"""`deepep-a4 store fill`: put a stack's sources into the artifact store (docs/store.md); `store build`
+(store_build.py) fills, builds and publishes with a manifest the stack pins.
 
     .venv/bin/deepep-a4 store fill --stack gke-b200                      internet -> the stack's artifactStore
     .venv/bin/deepep-a4 store fill --stack gke-b200 --store DIR          ... or a local folder
@@ -15,6 +16,7 @@ Objects are written as the nodes write them: create-only, with their sha256 (Clo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -39,8 +41,16 @@ class Source:
     how: str = ""
 
 
+# Signing keys only the store manifest can pin (components/installer.py manifest_pinned), by their URLs.
+KEY_URLS = {
+    "google-cloud-packages": installer.GOOGLE_APT_KEY_URL,
+    "google-artifact-registry": installer.GIB_APT_KEY_URL,
+}
+
+
 def sources(cfg: StackConfig) -> list[Source]:
-    """What the stack's nodes download, by the names the installer looks up in the store."""
+    """What the stack's nodes download, by the names the installer looks up in the store: the sources, and
+    the signing keys that only the store manifest pins."""
     v = cfg.versions
     found = sources_of(v.gdrcopy, v.nvshmem if v.nvshmem_source == "source" else "", v.deepep_ref, v.deepep_pr466)
     # A versionOverrides download comes from the URL the stack names, as on the nodes.
@@ -49,7 +59,8 @@ def sources(cfg: StackConfig) -> list[Source]:
         for o in v.overrides
         if o.component in installer.OVERRIDE_FETCH_NAMES
     }
-    return [Source(s.name, named.get(s.name, s.url)) for s in found]
+    keys = [Source(n, KEY_URLS[n]) for n in installer.manifest_pinned(cfg, fetched_only=True) if n in KEY_URLS]
+    return [Source(s.name, named.get(s.name, s.url)) for s in found] + keys
 
 
 def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466: bool) -> list[Source]:
@@ -95,6 +106,11 @@ class LocalStore:
     def has(self, rel: str) -> bool:
         return (self.root / rel / "sha256").is_file()
 
+    def digest(self, rel: str) -> str:
+        """The sha256 its writer recorded ("" when absent)."""
+        f = self.root / rel / "sha256"
+        return f.read_text().strip() if f.is_file() else ""
+
     def put(self, rel: str, file: Path) -> bool:
         target = self.root / rel
         if target.exists():
@@ -126,6 +142,14 @@ class GcsStore:
 
     def has(self, rel: str) -> bool:
         return self._gcloud("objects", "describe", f"{self.url}/{rel}").returncode == 0
+
+    def digest(self, rel: str) -> str:
+        """The sha256 in the object's custom metadata ("" when absent)."""
+        proc = self._gcloud("objects", "describe", f"{self.url}/{rel}", "--format=json")
+        if proc.returncode != 0:
+            return ""
+        meta = json.loads(proc.stdout or "{}")
+        return str((meta.get("custom_fields") or meta.get("metadata") or {}).get("sha256", ""))
 
     def put(self, rel: str, file: Path) -> bool:
         proc = self._gcloud(
@@ -234,3 +258,12 @@ def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:
     click.echo(f"store {url}: sources of stack {cfg.stack}")
     added = fill(sources(cfg), store, from_dir)
     click.echo(f"{added} added")
+
+
+def _register_build() -> None:
+    from deepep_a4.tools import store_build
+
+    command.add_command(store_build.build_command)
+
+
+_register_build()

@@ -58,13 +58,26 @@ retry() {
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
-# fetch URL DEST NAME: download with retries and check the sha256 pinned for NAME in config.sh.
-# Without a pin the download is trusted on first use and its digest recorded (state/downloads.tsv),
-# unless REQUIRE_CHECKSUMS=1, which refuses it.
-# With a store (store.sh), sources/NAME there comes first; a node that downloads NAME publishes it.
+# The stack's sha256 pin for download NAME: the installer's table (config.sh SHA256), else the entry
+# sources/NAME of the store manifest the stack pins (store.sh). Empty: not pinned.
+pinned_sha256() {
+  local want="${SHA256[$1]:-}"
+  if [[ -z $want ]]; then want="$(manifest_digest "sources/$1")" || exit 1; fi
+  echo "$want"
+}
+
+_download() {
+  retry 5 curl -fsSL --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" --retry 2 -o "$2" "$1" ||
+    die "download failed: $1"
+}
+
+# fetch URL DEST NAME: download with retries and check it against NAME's pin (pinned_sha256).
+# Without a pin REQUIRE_CHECKSUMS=1 refuses it (every stack); otherwise it is trusted on first use and its
+# digest recorded (state/downloads.tsv). With a store (store.sh), sources/NAME there comes first, and a
+# store object is used only when its digest is pinned (the hardware test's own store excepted).
 fetch() {
   local url=$1 dest=$2 name=$3 want got
-  want="${SHA256[$name]:-}"
+  want="$(pinned_sha256 "$name")" || exit 1
   if [[ -s $dest && -n $want && "$(sha256_of "$dest")" == "$want" ]]; then
     log "fetch: $name already downloaded and verified"
     return 0
@@ -75,6 +88,9 @@ fetch() {
     if [[ -n $want && $got != "$want" ]]; then
       rm -f "$dest"
       die "checksum mismatch for $name from the store $STORE_URL: got $got, pinned $want"
+    elif [[ -z $want ]] && ((!STORE_TRUST_PUBLISHED)); then
+      rm -f "$dest"
+      die "the store's sources/$name (sha256 $got) is pinned neither by the installer nor by the stack's store manifest: refused (run 'deepep-a4 store build', then set artifactStoreManifest)"
     fi
     log "fetch: $name from the store (sha256 $got)"
     return 0
@@ -82,21 +98,58 @@ fetch() {
   if ((STORE_ONLY)); then
     die "the store $STORE_URL has no sources/$name and this node does not download (storeOnly): fill it with 'deepep-a4 store fill'"
   fi
-  retry 5 curl -fsSL --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" --retry 2 -o "$dest.part" "$url" ||
-    die "download failed: $url"
+  _download "$url" "$dest.part"
   got="$(sha256_of "$dest.part")"
   if [[ -n $want && $got != "$want" ]]; then
     rm -f "$dest.part"
     die "checksum mismatch for $name from $url: got $got, pinned $want"
   elif [[ -z $want ]] && ((REQUIRE_CHECKSUMS)); then
     rm -f "$dest.part"
-    die "no sha256 pinned for $name (REQUIRE_CHECKSUMS=1); got $got from $url: pin it in the stack's checksums"
+    die "no sha256 pinned for $name (REQUIRE_CHECKSUMS=1); got $got from $url: pin it with the stack's store manifest (deepep-a4 store build, artifactStoreManifest)"
   elif [[ -z $want ]]; then
     warn "no sha256 pinned for $name: recorded $got (pin it to make later installs verify it)"
   fi
   printf '%s\t%s\t%s\n' "$name" "$got" "$url" >>"$STATE/downloads.tsv"
   mv "$dest.part" "$dest"
   if store_enabled && ((STORE_PUBLISH)); then store_put "sources/$name" "$dest" || true; fi
+}
+
+# key_fingerprints FILE: the fingerprint of every primary key in an OpenPGP key file (armored or not).
+key_fingerprints() {
+  gpg --batch --no-options --with-colons --show-keys "$1" 2>/dev/null |
+    awk -F: '$1 == "pub" { want = 1; next } want && $1 == "fpr" { print toupper($10); want = 0 }'
+}
+
+# fetch_key URL DEST NAME: a signing key. With fingerprints pinned for NAME (config.sh KEY_FPR), every
+# primary key in the file must be one of them (a 16-digit pin is a long key id: the fingerprint's tail);
+# without, the file goes through fetch and its sha256 pin.
+fetch_key() {
+  local url=$1 dest=$2 name=$3 pins="${KEY_FPR[$3]:-}" fpr pin ok found=0
+  if [[ -z $pins ]]; then
+    fetch "$url" "$dest" "$name"
+    return 0
+  fi
+  mkdir -p "$(dirname "$dest")"
+  if ! { store_enabled && store_get "sources/$name" "$dest.part"; }; then
+    ((!STORE_ONLY)) || die "the store $STORE_URL has no sources/$name (storeOnly): fill it with 'deepep-a4 store fill'"
+    _download "$url" "$dest.part"
+  fi
+  command -v gpg >/dev/null || need_packages gpg
+  while read -r fpr; do
+    [[ -n $fpr ]] || continue
+    found=1 ok=0
+    for pin in $pins; do [[ $fpr == *"${pin^^}" ]] && ok=1; done
+    if ((!ok)); then
+      rm -f "$dest.part"
+      die "signing key $name from $url holds key $fpr, which is not pinned ($pins): refused"
+    fi
+  done < <(key_fingerprints "$dest.part")
+  if ((!found)); then
+    rm -f "$dest.part"
+    die "signing key $name from $url holds no OpenPGP public key gpg can read"
+  fi
+  mv "$dest.part" "$dest"
+  log "fetch: signing key $name matches its pinned fingerprint ($pins)"
 }
 
 # Waits for other apt/dpkg users (unattended-upgrades, cloud-init) instead of failing on their lock.
@@ -157,7 +210,8 @@ ensure_cuda_repo() {
   local os
   os="$(os_version)"
   if [[ "$(dpkg-query -W -f='${Status}' cuda-keyring 2>/dev/null || true)" != *"ok installed"* ]]; then
-    fetch "$CUDA_REPO_BASE/ubuntu${os//./}/x86_64/cuda-keyring_1.1-1_all.deb" "$deb" "cuda-keyring_1.1-1_all.deb"
+    # One name per release: each repository's keyring package has its own digest (config.sh SHA256).
+    fetch "$CUDA_REPO_BASE/ubuntu${os//./}/x86_64/cuda-keyring_1.1-1_all.deb" "$deb" "cuda-keyring_1.1-1_all-ubuntu${os//./}.deb"
     dpkg -i "$deb"
     apt_get update
   fi

@@ -13,7 +13,7 @@
 
 STORE_URL="${DEEPEP_STORE_URL:-${STORE_URL:-}}"
 STORE_URL="${STORE_URL%/}"
-: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}" "${ARTIFACT_PARTS:=0}" "${ARTIFACT_RELOCATABLE:=0}"
+: "${STORE_PUBLISH:=0}" "${STORE_ONLY:=0}" "${STORE_MANIFEST:=}" "${STORE_TRUST_PUBLISHED:=0}" "${ARTIFACT_PARTS:=0}" "${ARTIFACT_RELOCATABLE:=0}"
 STORE_LOCK_WAIT_S="${DEEPEP_STORE_LOCK_WAIT_S:-${STORE_LOCK_WAIT_S:-1200}}"
 STORE_POLL_S="${DEEPEP_STORE_POLL_S:-15}"
 GCS_API="${DEEPEP_GCS_API:-https://storage.googleapis.com}"
@@ -126,6 +126,40 @@ store_put() {
   esac
 }
 
+# The store manifest the stack pins (STORE_MANIFEST, docs/store.md): "SHA256  REL" lines that
+# `deepep-a4 store build` wrote from the user's own builds and downloads, at manifests/SHA256.txt. Only what
+# it lists is taken from the store, and each object must have the digest it lists: the sha256 in an
+# object's metadata is its uploader's word, the manifest is the stack's.
+_manifest_file() {
+  local f="$STATE/store-manifest.txt" got
+  [[ -n $STORE_MANIFEST ]] && store_enabled || return 2
+  if [[ ! -s $f || "$(sha256_of "$f")" != "$STORE_MANIFEST" ]]; then
+    mkdir -p "$STATE"
+    store_get "manifests/$STORE_MANIFEST.txt" "$f.part" ||
+      die "store: the stack pins manifest $STORE_MANIFEST, but $STORE_URL has no manifests/$STORE_MANIFEST.txt: run 'deepep-a4 store build'"
+    got="$(sha256_of "$f.part")"
+    if [[ $got != "$STORE_MANIFEST" ]]; then
+      rm -f "$f.part"
+      die "store: manifests/$STORE_MANIFEST.txt has sha256 $got, not the pinned $STORE_MANIFEST: refused"
+    fi
+    mv "$f.part" "$f"
+  fi
+  echo "$f"
+}
+
+# manifest_digest REL: the sha256 the pinned manifest lists for REL; empty when not listed or no manifest.
+# A manifest that cannot be read ends the process (exit: callers run it in $(...), often inside conditions).
+manifest_digest() {
+  local f sum rel rc=0
+  f="$(_manifest_file)" || rc=$?
+  ((rc != 2)) || return 0
+  ((rc == 0)) || exit 1
+  while read -r sum rel; do
+    [[ $rel == "$1" ]] && echo "$sum" && return 0
+  done <"$f"
+  return 0
+}
+
 # Locks: a create-only object holding the epoch second it expires; nodes cannot delete it (write-once),
 # so an expired lock is ignored instead of removed (the bucket's lifecycle rule clears old ones).
 _lock_expiry() {
@@ -181,9 +215,11 @@ with_artifact() {
   ((ARTIFACT_PARTS)) && rel="artifacts/$PHASE/$key.parts"
   if _restore "$rel" "$tarball" "$dir"; then
     phase_note "artifact $key from the store in $((SECONDS - t0)) s"
-  elif ((!STORE_PUBLISH)); then
+  elif ((!STORE_PUBLISH || !STORE_TRUST_PUBLISHED)); then
+    # A node's artifact would be taken by no other node (only the manifest's are): it neither waits for
+    # other builders nor publishes. Publishing artifacts is the builder's (deepep-a4 store build).
     "$build"
-    phase_note "artifact $key built here (store miss; this node does not publish)"
+    phase_note "artifact $key built here (store miss; this node does not publish artifacts)"
   elif store_claim "$lock" "$STORE_LOCK_WAIT_S"; then
     "$build"
     _publish "$rel" "$tarball" "$dir" "$key"
@@ -206,13 +242,38 @@ with_artifact() {
   echo "$key" >"$STATE/artifacts/$PHASE"
 }
 
+# _pinned_digest REL: the sha256 the stack's store manifest lists for REL; 1 (logged) when it lists none,
+# 2 when the manifest itself is refused (manifest_digest said why).
+_pinned_digest() {
+  local want
+  want="$(manifest_digest "$1")" || return 2
+  if [[ -z $want ]]; then
+    log "store: $1 is not in the stack's store manifest (${STORE_MANIFEST:-none pinned}): not taken"
+    return 1
+  fi
+  echo "$want"
+}
+
+# _check_pinned FILE REL WANT: FILE is the object the manifest pins for REL (no WANT: a trusted local store).
+_check_pinned() {
+  if [[ -n $3 && "$(sha256_of "$1")" != "$3" ]]; then
+    rm -f "$1"
+    die "store: $STORE_URL/$2 is not the object the stack's manifest pins (sha256 $3): refused"
+  fi
+}
+
 _restore() {
-  local rel=$1 tarball=$2 dir=$3
+  local rel=$1 tarball=$2 dir=$3 want=""
+  # The hardware test and the store builder read a local store only they wrote; nodes need the manifest.
+  if ((!STORE_TRUST_PUBLISHED)); then
+    want="$(_pinned_digest "$rel")" || { (($? == 2)) && exit 1; return 1; }
+  fi
   if ((ARTIFACT_PARTS)); then
-    _restore_parts "$rel" "$dir"
+    _restore_parts "$rel" "$dir" "$want"
     return
   fi
   store_get "$rel" "$tarball" || return 1
+  _check_pinned "$tarball" "$rel" "$want"
   rm -rf "$dir" && mkdir -p "$dir"
   tar -xzf "$tarball" -C "$dir"
   rm -f "$tarball"
@@ -251,9 +312,11 @@ _parallel() {
 }
 
 # KEY.parts lists one part a line ("BUILD/NN.tar BYTES"); the parts are artifacts/PHASE/KEY/BUILD/NN.tar.
+# Every part, like the list itself, must be what the stack's store manifest pins.
 _restore_parts() {
-  local rel=$1 dir=$2 manifest="$CACHE/$PHASE.parts" t0=$SECONDS
+  local rel=$1 dir=$2 want=$3 manifest="$CACHE/$PHASE.parts" t0=$SECONDS
   store_get "$rel" "$manifest" || return 1
+  _check_pinned "$manifest" "$rel" "$want"
   local -a names
   mapfile -t names < <(cut -d' ' -f1 "$manifest")
   ((${#names[@]})) || die "store: $STORE_URL/$rel names no parts"
@@ -265,8 +328,12 @@ _restore_parts() {
 }
 
 _restore_part() {
-  local part="$CACHE/$PHASE-part-${1//\//-}"
+  local part="$CACHE/$PHASE-part-${1//\//-}" want=""
+  if ((!STORE_TRUST_PUBLISHED)); then
+    want="$(_pinned_digest "$_PART_BASE/$1")" || die "store: part $_PART_BASE/$1 is not pinned by the store manifest"
+  fi
   store_get "$_PART_BASE/$1" "$part" || die "store: $STORE_URL/$_PART_BASE/$1 is missing although the manifest names it"
+  _check_pinned "$part" "$_PART_BASE/$1" "$want"
   tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
   rm -f "$part"
 }

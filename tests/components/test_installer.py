@@ -9,6 +9,7 @@ modprobe options were written, DOCA-OFED's mlx5 names if it was installed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -27,7 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "install"
 STUB = FIXTURES / "stub.sh"
 STUBBED = (
     "id uname nvidia-smi modinfo dpkg-query dpkg apt-get apt-mark modprobe depmod insmod shutdown curl make "
-    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig nvidia-modprobe apt-cache"
+    "cmake git python3 ibv_devinfo lsmod systemctl ldconfig nvidia-modprobe apt-cache gpg"
 ).split()
 REAL_TOOLS = (
     "bash env cat grep sed awk sort head tail tr cut mkdir rm mv cp ln ls chmod date sleep sha256sum readlink "
@@ -187,11 +188,16 @@ class Machine:
             **extra,
         }
 
-    def render(self, cfg: config.StackConfig, target: str = "gce") -> Path:
+    def render(self, cfg: config.StackConfig, target: str = "gce", pins: bool = False) -> Path:
+        """The rendered installer; without `pins` its sha256 table is empty and not required, since the stub
+        machine's downloads are stand-ins with other bytes (the pin tests keep it)."""
         artifacts.reset()
         out = self.tmp / f"installer-{target}"
         shutil.rmtree(out, ignore_errors=True)
         for rel, text in installer.render_installer(cfg, target).items():
+            if rel == "config.sh" and not pins:
+                text = re.sub(r"(?ms)^declare -A SHA256=\(\n.*?^\)\n", "declare -A SHA256=(\n)\n", text)
+                text = text.replace("\nREQUIRE_CHECKSUMS=1\n", "\nREQUIRE_CHECKSUMS=0\n")
             p = out / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
@@ -729,16 +735,62 @@ def test_nvshmem_built_without_ibgda_fails_its_phase(tmp_path: Path) -> None:
     assert "phase 'nvshmem' failed" in proc.stderr and "NVSHMEM_IBGDA_SUPPORT=ON" in proc.stderr
 
 
+def stub_digest(url: str) -> str:
+    """sha256 of what the stub machine's curl downloads from a URL that is not an archive."""
+    return hashlib.sha256(f"stub download of {url}\n".encode()).hexdigest()
+
+
+CUDA_KEYRING_2404 = f"{installer.CUDA_REPO_BASE}/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb"
+
+
 def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz", "0" * 64)
+    # The real table: the stub's keyring package is not NVIDIA's, so the first download already fails.
     m = Machine(tmp_path)
-    d = m.render_past_reboot(cfg_of())
+    proc = m.run(m.render(cfg_of(), pins=True))
+    assert proc.returncode == 1
+    assert "checksum mismatch for cuda-keyring_1.1-1_all-ubuntu2404.deb" in proc.stderr
+    assert installer.CHECKSUMS["cuda-keyring_1.1-1_all-ubuntu2404.deb"] in proc.stderr
+    # Past the keyring (pinned to the stub's bytes), a wrong GDRCopy pin stops the gdrcopy phase.
+    monkeypatch.setitem(installer.CHECKSUMS, "cuda-keyring_1.1-1_all-ubuntu2404.deb", stub_digest(CUDA_KEYRING_2404))
+    monkeypatch.setitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz", "0" * 64)
+    m = Machine(tmp_path / "again")
+    d = m.render(cfg_of(), pins=True)
+    assert m.run(d).returncode == 75
+    m.reboot()
     proc = m.run(d)
     assert proc.returncode == 1
     assert "phase 'gdrcopy' failed" in proc.stderr and "checksum mismatch for gdrcopy-2.5.1.tar.gz" in proc.stderr
 
 
-def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(tmp_path: Path) -> None:
+def test_a_download_without_a_pin_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A download pinned neither by the installer's table nor by the stack's store manifest never runs.
+    monkeypatch.setitem(installer.CHECKSUMS, "cuda-keyring_1.1-1_all-ubuntu2404.deb", stub_digest(CUDA_KEYRING_2404))
+    monkeypatch.delitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz")
+    m = Machine(tmp_path)
+    d = m.render(cfg_of(), pins=True)
+    assert m.run(d).returncode == 75
+    m.reboot()
+    proc = m.run(d)
+    assert proc.returncode == 1
+    assert "no sha256 pinned for gdrcopy-2.5.1.tar.gz (REQUIRE_CHECKSUMS=1)" in proc.stderr
+    assert "artifactStoreManifest" in proc.stderr
+
+
+def test_a_signing_key_is_checked_by_its_fingerprint(tmp_path: Path) -> None:
+    m = Machine(tmp_path, hca="rocep")  # inbox names: DOCA-OFED is installed, with its key
+    proc = m.run(m.render(cfg_of()), STUB_GPG_FPR="1" * 40)
+    assert proc.returncode == 1 and "phase 'doca-ofed' failed" in proc.stderr
+    assert f"signing key GPG-KEY-Mellanox from {installer.DOCA_REPO_BASE}" in proc.stderr
+    assert "holds key " + "1" * 40 + ", which is not pinned (A024F6F0E6D6A281): refused" in proc.stderr
+    assert not list((m.sys / "etc/apt/keyrings").glob("doca*"))
+
+
+def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stub machine's downloads are stand-ins with other bytes, as in Machine.render (the pin tests keep them).
+    monkeypatch.setattr(installer, "CHECKSUMS", {})
+    monkeypatch.setattr(installer, "REQUIRE_CHECKSUMS", False)
     m = Machine(tmp_path)
     cfg = cfg_of()
     artifacts.reset()
@@ -1186,13 +1238,17 @@ def test_a_gib_repository_that_fails_names_the_cause(tmp_path: Path) -> None:
     assert started(ok) == ["nccl-gib"]
 
 
-def test_the_installer_doc_says_truthfully_whether_downloads_have_pinned_digests() -> None:
+def test_the_installer_doc_says_truthfully_what_is_pinned() -> None:
     text = (ROOT / "docs/installer.md").read_text()
     section = text.split("## What is pinned, and how downloads are checked", 1)[1].split("\n## ", 1)[0]
-    says_empty = "It is **empty**" in section
-    assert says_empty == (not installer.CHECKSUMS), "docs/installer.md's checksum statement no longer holds"
+    # Every pin in the code is named in the doc, with its digest or fingerprint.
+    for name, digest in installer.CHECKSUMS.items():
+        assert f"`{name}`" in section and digest[:12] in section, name
+    for name, fingerprints in installer.KEY_FINGERPRINTS.items():
+        assert f"`{name}`" in section and all(f in section for f in fingerprints), name
     # "trusted on first use" holds only while REQUIRE_CHECKSUMS is off; turned on, the doc must say it refuses.
     assert ("a download is trusted on first use" in section) == (not installer.REQUIRE_CHECKSUMS)
+    assert ("refuses a download with no pin" in section) == installer.REQUIRE_CHECKSUMS
 
 
 # -- the driver phase's readings of a real GPU machine ---------------------------------------------------------

@@ -31,7 +31,8 @@ phase_run() {
   repo="$DOCA_REPO_BASE/$DOCA_OFED_VERSION/ubuntu$os/x86_64"
   key="$SYS/etc/apt/keyrings/doca.asc"
   mkdir -p "$SYS/etc/apt/keyrings" "$SYS/etc/apt/sources.list.d"
-  fetch "$repo/GPG-KEY-Mellanox.pub" "$CACHE/doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub" "doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub"
+  # Checked by its key's fingerprint (config.sh KEY_FPR), not trusted on first use.
+  fetch_key "$repo/GPG-KEY-Mellanox.pub" "$CACHE/doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub" GPG-KEY-Mellanox
   cp "$CACHE/doca-$DOCA_OFED_VERSION-GPG-KEY-Mellanox.pub" "$key"
   # signed-by instead of the deprecated apt-key of field report R1.
   echo "deb [signed-by=/etc/apt/keyrings/doca.asc] $repo ./" >"$SYS/etc/apt/sources.list.d/doca.list"

@@ -16,15 +16,38 @@ artifact_inputs() {
   "$(venv_python)" -c 'import sys, sysconfig, torch; print("torch", torch.__version__, torch.version.cuda, sys.implementation.cache_tag, sysconfig.get_config_var("SOABI"))'
 }
 
+# store_source NAME DEST: sources/NAME from the store, only with a pinned digest it matches (fetch's rule:
+# the installer's table or the stack's store manifest). 1 when the store has none or it is not pinned.
+store_source() {
+  local name=$1 dest=$2 want
+  want="$(pinned_sha256 "$name")" || exit 1
+  if [[ -z $want ]] && ((!STORE_TRUST_PUBLISHED)); then
+    log "store: sources/$name is not pinned by the stack's store manifest: not taken"
+    return 1
+  fi
+  store_get "sources/$name" "$dest" || return 1
+  if [[ -n $want && "$(sha256_of "$dest")" != "$want" ]]; then
+    rm -f "$dest"
+    die "store: sources/$name is not the object the stack's store manifest pins (sha256 $want): refused"
+  fi
+}
+
 # From the store: the source tree at the pinned commit and PR #466's diff, by name (deepep-a4 store fill).
+# The archive must say it is the pinned commit: git archive (GitHub's too) writes the commit id into the
+# tar's pax header, which git get-tar-commit-id reads.
 checkout_from_store() {
-  local dir="$R/DeepEP" tarball="$CACHE/deepep-$DEEPEP_COMMIT.tar.gz" diff="$CACHE/deepep-pr466.diff"
+  local dir="$R/DeepEP" tarball="$CACHE/deepep-$DEEPEP_COMMIT.tar.gz" diff="$CACHE/deepep-pr466.diff" id
   [[ -n $DEEPEP_COMMIT ]] && store_enabled || return 1
-  store_get "sources/deepep-$DEEPEP_COMMIT.tar.gz" "$tarball" || return 1
-  if ((DEEPEP_PR466)); then store_get "sources/deepep-pr466-$DEEPEP_PR466_HEAD.diff" "$diff" || return 1; fi
+  store_source "deepep-$DEEPEP_COMMIT.tar.gz" "$tarball" || return 1
+  if ((DEEPEP_PR466)); then store_source "deepep-pr466-$DEEPEP_PR466_HEAD.diff" "$diff" || return 1; fi
+  need_packages git
+  # git reads only the first header block: gzip may then die of SIGPIPE, which is no failure here.
+  id="$({ gzip -dc "$tarball" 2>/dev/null || true; } | git get-tar-commit-id 2>/dev/null || true)"
+  [[ $id == "$DEEPEP_COMMIT" ]] ||
+    die "the store's DeepEP archive is of commit '${id:-none recorded}', not the pinned $DEEPEP_COMMIT: refused"
   rm -rf "$dir" && mkdir -p "$dir"
   tar -xzf "$tarball" -C "$dir" --strip-components=1
-  log "DeepEP $DEEPEP_REF at $DEEPEP_COMMIT from the store"
+  log "DeepEP $DEEPEP_REF at $DEEPEP_COMMIT from the store (archive of that commit, sha256 pinned)"
   if ((DEEPEP_PR466)); then apply_pr466 "$dir" "$diff"; fi
 }
 

@@ -20,7 +20,7 @@ GIB_RDMA_CORE_GLOB='libibverbs* librdmacm* libmlx4* libmlx5* libibumad*'
 # apt_key URL NAME: a signing key under /etc/apt/keyrings, as .asc when armored (apt reads both by suffix).
 apt_key() {
   local url=$1 name=$2 tmp="$CACHE/$2.key" dest
-  fetch "$url" "$tmp" "$name.key" >&2
+  fetch_key "$url" "$tmp" "$name" >&2
   if grep -q -- '-----BEGIN PGP PUBLIC KEY BLOCK-----' "$tmp"; then dest="/etc/apt/keyrings/$name.asc"; else dest="/etc/apt/keyrings/$name.gpg"; fi
   mkdir -p "$SYS/etc/apt/keyrings"
   cp "$tmp" "$SYS$dest"
