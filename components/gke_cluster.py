@@ -182,9 +182,7 @@ class GkeCluster(pulumi.ComponentResource):
             offered = gcp.container.get_engine_versions_output(
                 location=cfg.region, project=cfg.project, opts=pulumi.InvokeOutputOptions(parent=self)
             )
-            self.version = offered.apply(
-                lambda o: choose_version(gke.release_channel, cfg.region, o, gke.image_type)
-            )
+            self.version = offered.apply(lambda o: choose_version(gke.release_channel, cfg.region, o, gke.image_type))
 
         # Always present, even empty: it is what limits the public IP endpoint (and the private one to the VPC);
         # the DNS endpoint is authorized by IAM instead.
