@@ -28,6 +28,12 @@ from components.network import A4Network
 from components.store import store_access
 
 
+def gcp_provider_of(opts: pulumi.ResourceOptions) -> pulumi.ProviderResource | None:
+    providers = opts.providers
+    found = list(providers.values()) if isinstance(providers, dict) else list(providers or [])
+    return next((p for p in found if isinstance(p, pulumi.ProviderResource) and p.package == "gcp"), None)
+
+
 def build_gke_platform(
     cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions, deadline: StackDeadline | None
 ) -> dict[str, Any]:
@@ -57,6 +63,7 @@ def build_gke_platform(
         node_pool=a4.pool,
         network_names=multinet.rdma_network_names,
         networks=[*multinet.param_sets, *multinet.networks],
+        gcp_provider=gcp_provider_of(gcp_opts),
     )
     return {
         "clusterName": gke.cluster.name,

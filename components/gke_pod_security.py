@@ -77,7 +77,7 @@ GIB_INIT_SECURITY = {
     "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER"]},
 }
 _GIB_ROOT = "the gIB init container writes the root-owned host folder /home/kubernetes/bin/gib: root, file caps only"
-_GIB_TAG = "Google pins its gIB plugin image by tag (container-engine-accelerators nccl-rdma-installer.yaml)"
+_GIB_PULL = "IfNotPresent with the image pinned by digest: a node that restarts needs no registry for its plugin"
 GIB_SKIPS = {
     "CKV_K8S_23": _GIB_ROOT,
     "CKV_K8S_40": _GIB_ROOT,
@@ -85,8 +85,7 @@ GIB_SKIPS = {
     "CKV_K8S_25": "CHOWN, DAC_OVERRIDE, FOWNER only: Google's container_entry.sh and cp act on files of any owner "
     "or mode the image ships",
     "CKV_K8S_22": "Google's container_entry.sh prepares the plugin inside the image: its root file system is written",
-    "CKV_K8S_43": _GIB_TAG + "; the pause container is pinned by digest",
-    "CKV_K8S_15": _GIB_TAG + "; IfNotPresent: a node that restarts needs no registry to keep its plugin",
+    "CKV_K8S_15": _GIB_PULL,
     "CKV_K8S_8": "the main container is GKE's pause: the copy is done before it starts, nothing can go live or dead",
     "CKV_K8S_9": "the main container is GKE's pause: Ready means the init container's copy finished",
 }

@@ -62,7 +62,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from components.gke_bench import BenchmarkJobs, BenchmarkJobsArgs
-from components.gke_gib import GIB_IMAGE, GibArgs, GibInstaller
+from components.gke_gib import GibArgs, GibInstaller
 from components.gke_installer import InstallerArgs, InstallerDaemonSet
 from components.gke_objects import NAMESPACE, PART_OF, child_opts, depends_of
 
@@ -142,19 +142,22 @@ def build_gke_workloads(
     node_pool: pulumi.Resource | None = None,
     network_names: Sequence[str] | None = None,
     networks: Sequence[pulumi.Resource] = (),
+    gcp_provider: pulumi.ProviderResource | None = None,
 ) -> dict[str, Any]:
-    """Creates the workloads and returns the stack outputs they add."""
+    """Creates the workloads and returns the stack outputs they add. `gcp_provider` answers the gIB image's
+    digest lookup (Artifact Registry)."""
     after = [node_pool] if node_pool is not None else []
+    providers: list[pulumi.ProviderResource] = [k8s_provider, *([gcp_provider] if gcp_provider else [])]
     w = GkeWorkloads(
         "deepep",
         GkeWorkloadsArgs(cfg, network_names, networks),
-        pulumi.ResourceOptions(providers=[k8s_provider], depends_on=after),
+        pulumi.ResourceOptions(providers=providers, depends_on=after),
     )
     return {
         "benchNamespace": w.namespace.metadata.name,
         "benchJobs": {t: j.metadata.name for t, j in w.benchmarks.jobs.items()},
         "installedVersionsHash": w.installer.versions_hash,
         "podNetworking": POD_NETWORKING_LABELS[cfg.gke.pod_networking],
-        "ncclGib": GIB_IMAGE if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
+        "ncclGib": w.gib.image if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
         "resultsCommand": ".venv/bin/deepep-a4 report --stack " + pulumi.get_stack(),
     }

@@ -74,6 +74,7 @@ class GkeOptions:
     gpu_driver: str
     pod_networking: str
     container_image: str
+    allow_unpinned_images: bool
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             gpu_driver=v["gkeGpuDriver"],
             pod_networking=v["podNetworking"],
             container_image=v["containerImage"],
+            allow_unpinned_images=v["allowUnpinnedImages"],
         ),
         gce=model.GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
         benchmarks=model.BenchmarkOptions(

@@ -63,6 +63,18 @@ MOCK_IMAGES: dict[str, str] = {
 }
 
 
+# A STAND-IN for an image digest that Artifact Registry answers at the first deploy
+# (gcp.artifactregistry.get_docker_image): all zeros, so that no one mistakes it for a real one.
+MOCK_IMAGE_DIGEST = "sha256:" + "0" * 64
+
+
+def _mock_docker_image(args: dict[str, Any]) -> dict[str, Any]:
+    location, project, repo = args.get("location"), args.get("project"), args.get("repositoryId")
+    name = str(args.get("imageName") or "").split(":")[0].split("@")[0]
+    link = f"{location}-docker.pkg.dev/{project}/{repo}/{name}@{MOCK_IMAGE_DIGEST}"
+    return {"imageName": args.get("imageName"), "location": location, "repositoryId": repo, "selfLink": link}
+
+
 def _mock_image(args: dict[str, Any]) -> dict[str, Any]:
     project, family = args.get("project"), args.get("family")
     name = args.get("name") or MOCK_IMAGES.get(family or "", f"{family}-v20260101")
@@ -147,6 +159,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             return {"projectId": self.project, "number": MOCK_PROJECT_NUMBER, "name": self.project}, []
         if invoke == "gcp:container/getEngineVersions:getEngineVersions":
             return {**MOCK_ENGINE_VERSIONS, "location": args.args.get("location"), "project": self.project}, []
+        if invoke == "gcp:artifactregistry/getDockerImage:getDockerImage":
+            return _mock_docker_image(dict(args.args)), []
         if invoke == "gcp:compute/getImage:getImage":
             return _mock_image(dict(args.args)), []
         if invoke == "gcp:organizations/getClientConfig:getClientConfig":

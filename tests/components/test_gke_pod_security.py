@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components import config, gke_bench
@@ -57,16 +59,23 @@ def test_every_container_runs_the_stacks_image(tagged: Built) -> None:
     assert images and set(images) == {DIGEST}
 
 
-def test_a_tagged_image_is_an_exception_with_its_fix_and_a_digest_is_none(tagged: Built) -> None:
-    for b, tagged_image in ((tagged, True), (build(containerImage=DIGEST), False)):
-        for r in [b.one(DAEMONSET, INSTALLER_DS), *b.of(JOB)]:
-            skips = skipped_checks(r.inputs["metadata"]["annotations"])
-            assert ("CKV_K8S_43" in skips) == tagged_image
-            if tagged_image:
-                assert "pin it in the stack as name@sha256:<digest>" in skips["CKV_K8S_43"]
-        # Google's gIB image is pinned by tag as Google pins it, whatever the stack's image is.
-        gib = skipped_checks(b.one(DAEMONSET, GIB_DS).inputs["metadata"]["annotations"])
-        assert "Google pins its gIB plugin image by tag" in gib["CKV_K8S_43"]
+def test_every_image_is_pinned_by_digest_and_no_scanner_exception_says_otherwise(tagged: Built) -> None:
+    assert "@sha256:" in tagged.cfg.gke.container_image  # the default
+    for r in [tagged.one(DAEMONSET, INSTALLER_DS), tagged.one(DAEMONSET, GIB_DS), *tagged.of(JOB)]:
+        skips = skipped_checks(r.inputs["metadata"]["annotations"])
+        assert "CKV_K8S_43" not in skips, r.name
+        pod = r.inputs["spec"]["template"]["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            assert re.search(r"@sha256:[0-9a-f]{64}$", c["image"]), (r.name, c["image"])
+
+
+def test_an_unpinned_image_is_refused_unless_allowed_and_then_the_scan_says_how_to_pin_it() -> None:
+    with pytest.raises(config.ConfigError, match="containerImage.*pinned by digest.*allowUnpinnedImages"):
+        config.parse(plan_engine.project_keys(stack_config(STACK, containerImage="ubuntu:24.04")), STACK)
+    b = build(containerImage="ubuntu:24.04", allowUnpinnedImages=True)
+    for r in [b.one(DAEMONSET, INSTALLER_DS), *b.of(JOB)]:
+        skips = skipped_checks(r.inputs["metadata"]["annotations"])
+        assert "pin it in the stack as name@sha256:<digest>" in skips["CKV_K8S_43"]
 
 
 def test_only_the_installer_is_excused_from_privilege_with_multi_networking() -> None:

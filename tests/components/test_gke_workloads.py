@@ -534,7 +534,7 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
 def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) -> None:
     job = host.job("internode")
     [c] = job["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == host.cfg.gke.container_image == "ubuntu:24.04"
+    assert c["image"] == host.cfg.gke.container_image == config.keys.UBUNTU_IMAGE
     script = c["command"][2]
     assert c["command"][:2] == ["bash", "-c"]
     assert f"set -a; . {gke_objects.ENV_FILE}; set +a" in script
