@@ -40,8 +40,10 @@ def build_gke_platform(
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
     # First: even the cluster's temporary default pool runs as the node account.
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs.from_config(cfg), gcp_opts)
+    # The system pool has its own account: a pod there reaches neither the A4 nodes' grants nor the store.
+    system_sa = NodeServiceAccount("gke-system-nodes", NodeServiceAccountArgs.system_from_config(cfg), gcp_opts)
     gke = GkeCluster("gke", GkeClusterArgs.from_config(cfg, network, nodes_sa), gcp_opts)
-    system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, nodes_sa), gcp_opts)
+    system = SystemNodePool("gke-system", SystemNodePoolArgs.from_config(cfg, gke.cluster, system_sa), gcp_opts)
     store_grants = store_access(cfg.installer.store_url, cfg.installer.store_publish, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
@@ -73,6 +75,7 @@ def build_gke_platform(
         "nodePool": a4.pool.name,
         "systemNodePool": system.pool.name,
         "nodeServiceAccount": nodes_sa.account.email,
+        "systemNodeServiceAccount": system_sa.account.email,
         "podNetworking": cfg.gke.pod_networking,
         "multiNetworks": multinet.network_names,
         "getCredentials": gke.get_credentials_command,

@@ -115,6 +115,8 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
     if type_ == "gcp:serviceaccount/account:Account":
         out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
         out["member"] = f"serviceAccount:{out['email']}"
+    if type_ == "gcp:projects/iAMCustomRole:IAMCustomRole":  # the provider's id of a project's custom role
+        out["name"] = f"projects/{inputs.get('project') or project}/roles/{inputs.get('roleId')}"
     if type_ == "pulumi:index:Stash":  # the builtin keeps its first input as `output`
         out["output"] = inputs.get("input")
     if type_ == "gcp:storage/bucket:Bucket":
