@@ -16,8 +16,9 @@ Google pins the image by tag and publishes no digest for it (neither [CEA-INST],
 cluster-toolkit name one). The tag is GIB_VERSION below, the one place it is written; the digest it names
 is looked up in Artifact Registry at the first `pulumi up` (gcp.artifactregistry.get_docker_image) and kept
 in the stack's state (a pulumi.Stash named after the tag), so the DaemonSet runs `...@sha256:<digest>` and a
-tag Google moves later changes nothing on our nodes. The offline plan shows a stand-in digest (all zeros). Pulumi waits for the DaemonSet to be Ready (every A4 node has the
-plugin), and the benchmark Jobs wait for that (gke_workloads.py). `deepep-a4:ncclGib` false leaves it out.
+tag Google moves later changes nothing on our nodes. The offline plan shows a stand-in digest (all zeros).
+Pulumi waits for the DaemonSet to be Ready (every A4 node has the plugin), and the benchmark Jobs wait for
+that (gke_workloads.py). `deepep-a4:ncclGib` false leaves it out.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def pinned_image(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
         opts=pulumi.InvokeOutputOptions(parent=parent),
     )
     kept = pulumi.Stash(
-        f"{name}-image-{GIB_VERSION.replace('.', '-')}", input=found.self_link, opts=pulumi.ResourceOptions(parent=parent)
+        f"{name}-image-{GIB_VERSION.replace('.', '-')}",
+        input=found.self_link,
+        opts=pulumi.ResourceOptions(parent=parent),
     )
     return kept.output.apply(_checked_digest)
 

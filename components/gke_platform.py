@@ -24,6 +24,7 @@ from components.gke_nodepool import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
+from components.gke_rendezvous import RendezvousFirewall
 from components.network import A4Network
 from components.store import store_access
 
@@ -51,6 +52,9 @@ def build_gke_platform(
         # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
     )
+    if cfg.gke.pod_networking == "hostNetwork":
+        # The host-network rendezvous: NetworkPolicies do not reach it, the host VPC's firewall does.
+        RendezvousFirewall("gke-rendezvous", cfg, network, nodes_sa.account.email, gcp_opts)
     if deadline:
         PoolDeadline("gke-deadline", PoolDeadlineArgs.from_config(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
     multinet = GkeMultiNetwork(
