@@ -8,8 +8,9 @@ whoever connects first can join or break the run. Where it listens depends on th
   https://kubernetes.io/docs/concepts/services-networking/network-policies/), and the host VPC admits every
   node and pod of the cluster (network.py `host-internal`). So two GCE firewall rules on the host VPC
   decide it: MASTER_PORT is allowed between the A4 nodes (their service account, the source and the target)
-  and denied to every other address of the host VPC, both above `host-internal` in priority. A connection from the same node never meets the VPC
-  firewall: that node runs only our DaemonSets and the benchmark pod that owns its 8 GPUs.
+  and denied to every other address of the host VPC, both above `host-internal` in priority. A connection
+  from the same node never meets the VPC firewall: that node runs only our DaemonSets and the benchmark pod
+  that owns its 8 GPUs.
 - pod network (`multiNetwork`'s eth0, and intranode always): Kubernetes NetworkPolicies, which GKE Dataplane
   V2 (the cluster's ADVANCED_DATAPATH) enforces. Ingress: an internode pod admits only internode pods (the
   rendezvous and NCCL's bootstrap, which listens on ephemeral ports); every other benchmark pod admits
