@@ -28,7 +28,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
-from components.gke_objects import BENCH_COMPONENT, BENCH_LABELS, MASTER_PORT, PART_OF, TEST_LABEL, child_opts
+from components.gke_objects import BENCH_COMPONENT, BENCH_LABELS, MASTER_PORT, PART_OF, TEST_LABEL, child_opts, k8s_spec
 from components.network import A4Network
 
 # Above network.py's `host-internal` (priority 1000, the default): lower numbers win.
@@ -95,7 +95,7 @@ def bench_network_policies(parent: pulumi.Resource, name: str, namespace: Any) -
         return k8s.networking.v1.NetworkPolicy(
             f"{name}-{suffix}",
             metadata={"name": f"deepep-bench-{suffix}", "namespace": namespace, "labels": BENCH_LABELS},
-            spec=spec,
+            spec=k8s_spec(spec),
             opts=child_opts(parent),
         )
 

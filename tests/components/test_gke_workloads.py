@@ -19,6 +19,7 @@ import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
 from components import artifacts, config, gke_bench, gke_installer, gke_objects, gke_workloads
+from components.config.keys import UBUNTU_IMAGE
 from components.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
 from deepep_a4.tools import plan_engine
 from scripts import payload
@@ -541,7 +542,7 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
 def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) -> None:
     job = host.job("internode")
     [c] = job["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == host.cfg.gke.container_image == config.keys.UBUNTU_IMAGE
+    assert c["image"] == host.cfg.gke.container_image == UBUNTU_IMAGE
     script = c["command"][2]
     assert c["command"][:2] == ["bash", "-c"]
     assert f"set -a; . {gke_objects.ENV_FILE}; set +a" in script
