@@ -44,8 +44,9 @@ and is unproven on Ubuntu with DOCA-OFED). GPUs come from GKE's device plugin
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
 plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
 provider folder (the env file copies the host's mlx5 provider there, docs/troubleshooting.md T16).
-A NetworkPolicy admits to a benchmark pod only the other benchmark pods (the internode rendezvous) and
-nothing to the installer's pods; egress stays open (DNS, the rendezvous, package mirrors).
+NetworkPolicies (gke_rendezvous.py): internode pods admit only each other, other pods nothing; benchmark
+pods send only DNS and traffic to the internode pods; with hostNetwork a host-VPC firewall guards the
+rendezvous port.
 No apt or pip at run time: the pod's environment is the installer's env file on top of the device
 plugin's driver paths, minus TORCH_NCCL_USE_COMM_NONBLOCKING; the runner adds Google's NCCL gIB
 settings where the plugin is installed and `ncclGib` is on, and the socket interfaces of the pod networking.
