@@ -22,7 +22,6 @@ from components import gke_pod_security as security
 from components.bench_settings import runner_settings
 from components.config import StackConfig
 from components.gke_objects import (
-    BENCH_COMPONENT,
     BENCH_CONTAINER,
     BENCH_LABELS,
     BENCH_RESOURCES,
@@ -57,6 +56,7 @@ from components.gke_objects import (
     k8s_spec,
     ready_check,
 )
+from components.gke_rendezvous import bench_network_policies
 from scripts import payload
 
 
@@ -111,6 +111,9 @@ def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
         {"name": "BENCH_TESTS", "value": test},
         *({"name": k, "value": v} for k, v in runner_settings(cfg).to_env().items()),
     ]
+    if not security.bench_needs_rdma(test):
+        # On the pod network the pod has eth0 only (the runner keeps a value set here).
+        env.append({"name": "NCCL_SOCKET_IFNAME", "value": "eth0"})
     if test == "internode":
         env += [
             {"name": "WORLD_SIZE", "value": str(cfg.node_count)},
@@ -150,8 +153,14 @@ def wait_installed_container(cfg: StackConfig, installed_hash: str) -> dict[str,
     }
 
 
+def on_host_network(cfg: StackConfig, test: str) -> bool:
+    """Only the RDMA tests with `podNetworking: hostNetwork` share the node's network: intranode (NVLink and
+    CUDA IPC) runs on the pod network, where the node's metadata server and the host's ports are not its own."""
+    return cfg.gke.pod_networking == "hostNetwork" and security.bench_needs_rdma(test)
+
+
 def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], installed_hash: str) -> dict[str, Any]:
-    host_network = cfg.gke.pod_networking == "hostNetwork"
+    host_network = on_host_network(cfg, test)
     flex_start = cfg.provisioning == "flex-start"
     spec: dict[str, Any] = {
         "restart_policy": "Never",
@@ -261,20 +270,8 @@ class BenchmarkJobs(pulumi.ComponentResource):
             data=files,
             opts=child_opts(self),
         )
-        # Benchmark pods take connections only from each other (the internode rendezvous on MASTER_PORT).
-        bench_pods = {"match_labels": {"app.kubernetes.io/component": BENCH_COMPONENT, **PART_OF}}
-        self.network_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-bench-only",
-            metadata={"name": "deepep-bench-only", "namespace": namespace, "labels": BENCH_LABELS},
-            spec=k8s_spec(
-                {
-                    "pod_selector": bench_pods,
-                    "policy_types": ["Ingress"],
-                    "ingress": [{"from_": [{"pod_selector": bench_pods}]}],
-                }
-            ),
-            opts=child_opts(self),
-        )
+        # Ingress and egress of the pods on the pod network (the rendezvous of host-network pods: gke_rendezvous).
+        self.network_policies = bench_network_policies(self, name, namespace)
         after_install = depends_of(opts)
         self.service: k8s.core.v1.Service | None = None
         self.jobs: dict[str, k8s.batch.v1.Job] = {}

@@ -15,6 +15,7 @@ terraform-provider-google, google/services/container/resource_container_node_poo
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,13 @@ import pulumi_gcp as gcp
 from components import deadline
 from components.config import StackConfig
 
-# nodePools.delete needs container.clusters.update; GKE has no predefined role narrower than this one that
-# holds it. The account has no key: only Cloud Scheduler mints its tokens.
-DEADLINE_ROLE = "roles/container.clusterAdmin"
+# What deleting one node pool needs: nodePools.delete requires container.clusters.update on the cluster, and
+# reading the deletion's operation container.operations.get (GKE's API permissions page,
+# https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions). No predefined role holds just
+# these (roles/container.clusterAdmin would also create, upgrade and delete every cluster of the project), so
+# the account gets a custom role of exactly these two. The account has no key: only Cloud Scheduler mints
+# its tokens. docs/security.md says why the grant is not conditioned on the one cluster.
+DEADLINE_PERMISSIONS = ("container.clusters.update", "container.operations.get")
 GKE_API = "https://container.googleapis.com/v1"
 # A deletion GKE refuses (another operation runs on the cluster: an upgrade, a repair; a quota) succeeds on a
 # later attempt. Cloud Scheduler retries "until both limits are reached" when retryCount and maxRetryDuration
@@ -67,6 +72,20 @@ def account_id(name_prefix: str) -> str:
     return f"{name_prefix[:21].rstrip('-')}-deadline"
 
 
+def role_id(name_prefix: str, at: str) -> str:
+    """The custom role's id: the stack's prefix and a hash of its deadline (fixed at the first `pulumi up`).
+
+    IAM keeps a deleted custom role for 7 days (undeletable), then takes 30 more to purge it; meanwhile no role
+    of that id can be created (https://cloud.google.com/iam/docs/reference/rest/v1/projects.roles/delete). The
+    provider undeletes a soft-deleted role of the same id on create (terraform-provider-google,
+    resource_google_project_iam_custom_role.go), which covers the first 7 days but not the 30 after. A
+    `pulumi destroy` ends the deadline too, so the next `pulumi up` fixes a new one, and a new id: it never
+    meets the old role. Ids allow [a-zA-Z0-9_.] only, 3-64 characters.
+    """
+    digest = hashlib.sha256(at.encode()).hexdigest()[:8]
+    return f"{name_prefix[:40].replace('-', '_')}_deadline_{digest}"
+
+
 @dataclass(frozen=True)
 class PoolDeadlineArgs:
     cfg: StackConfig
@@ -79,6 +98,7 @@ class PoolDeadline(pulumi.ComponentResource):
     """A Cloud Scheduler job that deletes the A4 node pool at the stack's deadline, and the account it runs as."""
 
     account: gcp.serviceaccount.Account
+    role: gcp.projects.IAMCustomRole
     grant: gcp.projects.IAMMember
     job: gcp.cloudscheduler.Job
 
@@ -93,8 +113,19 @@ class PoolDeadline(pulumi.ComponentResource):
             description="Cloud Scheduler deletes the stack's A4 node pool at its deadline as this account",
             opts=child,
         )
+        prefix = cfg.name_prefix
+        self.role = gcp.projects.IAMCustomRole(
+            f"{name}-delete-pool",
+            project=cfg.project,
+            role_id=args.at.apply(lambda at: role_id(prefix, at)),
+            title=f"deepep-a4 deadline of {prefix}"[:100],
+            description="Deletes the stack's A4 node pool at its deadline: nodePools.delete and its operation",
+            permissions=list(DEADLINE_PERMISSIONS),
+            stage="GA",
+            opts=child,
+        )
         self.grant = gcp.projects.IAMMember(
-            f"{name}-cluster-admin", project=cfg.project, role=DEADLINE_ROLE, member=self.account.member, opts=child
+            f"{name}-delete-pool", project=cfg.project, role=self.role.name, member=self.account.member, opts=child
         )
         uri = pulumi.Output.format(
             "{0}/projects/{1}/locations/{2}/clusters/{3}/nodePools/{4}",

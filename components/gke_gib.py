@@ -12,16 +12,23 @@ three changes, each for a reason:
 - its init container is root with file capabilities only, not privileged and without the host's PID and
   network namespaces: copying files into one hostPath folder needs nothing more.
 
-The image is pinned by tag, as Google pins it (Google publishes no digest for it); its version is GIB_VERSION
-below, the one place it is written. Pulumi waits for the DaemonSet to be Ready (every A4 node has the
-plugin), and the benchmark Jobs wait for that (gke_workloads.py). `deepep-a4:ncclGib` false leaves it out.
+Google pins the image by tag and publishes no digest for it (neither [CEA-INST], gpu-recipes nor
+cluster-toolkit name one). The tag is GIB_VERSION below, the one place it is written; the digest it names
+is looked up in Artifact Registry at the first `pulumi up` (gcp.artifactregistry.get_docker_image) and kept
+in the stack's state (a pulumi.Stash named after the tag), so the DaemonSet runs `...@sha256:<digest>` and a
+tag Google moves later changes nothing on our nodes. The offline plan shows a stand-in digest (all zeros).
+Pulumi waits for the DaemonSet to be Ready (every A4 node has the plugin), and the benchmark Jobs wait for
+that (gke_workloads.py). `deepep-a4:ncclGib` false leaves it out.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components import artifacts
@@ -42,20 +49,50 @@ from scripts.bench.what_ran import GIB_VERSION_FILE
 GIB_REPOSITORY = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib"
 GIB_VERSION = "v1.1.1"
 GIB_IMAGE = f"{GIB_REPOSITORY}:{GIB_VERSION}"
+# The repository's coordinates in Artifact Registry (us-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE).
+GIB_REGISTRY = {"location": "us", "project": "gce-ai-infra", "repository_id": "gpudirect-gib"}
 # [CEA-INST]'s main container: it only keeps the pod Running once the init container has copied the plugin.
 PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
 HOST_MOUNT = "/host-gib"  # not the image's own /usr/local/... paths: nothing in the image writes the host
 INIT_SCRIPT = "gib-init.sh"
 
 
-def init_env() -> list[dict[str, str]]:
+def init_env(image: pulumi.Input[str] = GIB_IMAGE) -> list[dict[str, Any]]:
     """What gib-init.sh reads from its environment."""
-    values = {
+    values: dict[str, pulumi.Input[str]] = {
         "GIB_DST": HOST_MOUNT,
-        "GIB_IMAGE": GIB_IMAGE,
+        "GIB_IMAGE": image,
         "GIB_VERSION_FILE": GIB_VERSION_FILE,
     }
     return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def pinned_image(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
+    """GIB_IMAGE by digest: Artifact Registry's answer at the first deploy, then kept in the stack's state.
+
+    The lookup runs on every `pulumi up`, but the Stash keeps its first input (the same pattern as the GKE
+    version and the GCE boot image), so the digest changes only with GIB_VERSION, which names the Stash.
+    """
+    found = gcp.artifactregistry.get_docker_image_output(
+        image_name=f"{GIB_REPOSITORY.rsplit('/', 1)[1]}:{GIB_VERSION}",
+        **GIB_REGISTRY,
+        opts=pulumi.InvokeOutputOptions(parent=parent),
+    )
+    kept = pulumi.Stash(
+        f"{name}-image-{GIB_VERSION.replace('.', '-')}",
+        input=found.self_link,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return kept.output.apply(_checked_digest)
+
+
+def _checked_digest(ref: Any) -> str:
+    """`repo/image@sha256:<digest>` (Artifact Registry's self link) as GIB_IMAGE@sha256:<digest>: the tag
+    stays readable, the digest decides what is pulled."""
+    digest = ref.rpartition("@")[2] if isinstance(ref, str) else ""
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ValueError(f"Artifact Registry answered {ref!r} for {GIB_IMAGE}: no @sha256:<digest> to pin")
+    return f"{GIB_IMAGE}@{digest}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +108,7 @@ class GibInstaller(pulumi.ComponentResource):
     def __init__(self, name: str, args: GibArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:GibInstaller", name, None, opts)
         namespace = args.namespace
+        self.image = pinned_image(name, self)
         script = artifacts.publish("gke/gib-daemonset/init.sh", payload.gke_gib_init())
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",
@@ -101,10 +139,10 @@ class GibInstaller(pulumi.ComponentResource):
                             "init_containers": [
                                 {
                                     "name": "install",
-                                    "image": GIB_IMAGE,
+                                    "image": self.image,
                                     "image_pull_policy": "IfNotPresent",
                                     "command": ["/bin/sh", f"/gib-init/{INIT_SCRIPT}"],
-                                    "env": init_env(),
+                                    "env": init_env(self.image),
                                     "security_context": security.GIB_INIT_SECURITY,
                                     "resources": {
                                         "requests": {"cpu": "150m", "memory": "64Mi"},
@@ -148,4 +186,4 @@ class GibInstaller(pulumi.ComponentResource):
             # A component's depends_on does not reach its children: the DaemonSet names its own.
             opts=objects.child_opts(self, depends_on=objects.depends_of(opts)),
         )
-        self.register_outputs({"name": self.daemon_set.metadata.name, "image": GIB_IMAGE})
+        self.register_outputs({"name": self.daemon_set.metadata.name, "image": self.image})

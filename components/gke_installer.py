@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components import artifacts, installer
 from components import gke_pod_security as security
 from components.config import StackConfig
+from components.gke_node_policy import InstallerNodePolicy
 from components.gke_objects import (
     GPU_TOLERATION,
     INSTALL_ROOT,
@@ -74,6 +75,20 @@ def configmap_key(path: str) -> str:
 
 
 READY_CHECK = ready_check("/deepep-state")
+# Where the init container finds its token and the cluster's CA (the path an automounted token would have).
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The token the init container labels its node with: bound to the pod (and so to its node), an hour at most
+# (the kubelet renews it while the pod runs), with the cluster's CA from the namespace's kube-root-ca.crt.
+KUBE_API_VOLUME: dict[str, Any] = {
+    "name": "kube-api",
+    "projected": {
+        "default_mode": 0o400,
+        "sources": [
+            {"service_account_token": {"path": "token", "expiration_seconds": 3600}},
+            {"config_map": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        ],
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,8 @@ class InstallerDaemonSet(pulumi.ComponentResource):
             opts=child_opts(self),
         )
 
+        # What RBAC cannot say: its own node only, the installed label only (gke_node_policy.py).
+        self.node_policy = InstallerNodePolicy(f"{name}-own-node", pulumi.ResourceOptions(parent=self))
         # The installer serves nothing: no ingress at all.
         self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
         items = [{"key": configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
@@ -167,6 +184,9 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                         },
                         "spec": {
                             "service_account_name": INSTALLER_NAME,
+                            # No token in every container: only the init container, which labels the node,
+                            # mounts one (a projected, pod-bound, expiring token: KUBE_API_VOLUME).
+                            "automount_service_account_token": False,
                             "priority_class_name": "system-node-critical",
                             "node_selector": NODE_SELECTOR,
                             "tolerations": [GPU_TOLERATION],
@@ -184,6 +204,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                                     "volume_mounts": [
                                         {"name": "host-root", "mount_path": "/host"},
                                         {"name": "installer", "mount_path": "/installer", "read_only": True},
+                                        {"name": "kube-api", "mount_path": SA_DIR, "read_only": True},
                                     ],
                                 }
                             ],
@@ -229,12 +250,16 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                                         ],
                                     },
                                 },
+                                KUBE_API_VOLUME,
                             ],
                         },
                     },
                 }
             ),
             # A component's depends_on does not reach its children: the DaemonSet names its own.
-            opts=child_opts(self, depends_on=[self.binding, *depends_of(opts)]),
+            opts=child_opts(
+                self,
+                depends_on=[self.binding, self.node_policy.policy, self.node_policy.binding, *depends_of(opts)],
+            ),
         )
         self.register_outputs({"name": self.daemon_set.metadata.name, "versionsHash": self.versions_hash})

@@ -41,6 +41,9 @@ NODE_ROLES = (
     # Pulls from the project's private Artifact Registry repositories, which the role above does not cover.
     "roles/artifactregistry.reader",
 )
+# The system pool's own account: it runs kube-dns, konnectivity and metrics-server, and any pod that lands on
+# it can reach its token; it needs GKE's node minimum only (no image pulls from private repositories, no store).
+SYSTEM_NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
 # Access scopes are a legacy second gate; Google recommends cloud-platform plus IAM roles on a dedicated
 # account, which is what limits the nodes here (NODE_ROLES).
 NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -60,18 +63,27 @@ SYSTEM_MACHINE_TYPE = names.SYSTEM_MACHINE_TYPE
 SYSTEM_NODE_COUNT = names.SYSTEM_NODE_COUNT
 
 
-def service_account_id(name_prefix: str) -> str:
+def service_account_id(name_prefix: str, suffix: str = "nodes") -> str:
     """A 6-30 character account id derived from the stack's prefix."""
-    return f"{name_prefix[:24].rstrip('-')}-nodes"
+    return f"{name_prefix[: 29 - len(suffix)].rstrip('-')}-{suffix}"
 
 
 @dataclass(frozen=True)
 class NodeServiceAccountArgs:
     cfg: StackConfig
+    suffix: str = "nodes"
+    roles: tuple[str, ...] = NODE_ROLES
+    purpose: str = "GKE nodes: write logs and metrics, pull images; nothing else"
+
+    @staticmethod
+    def system(cfg: StackConfig) -> NodeServiceAccountArgs:
+        """The system pool's account: GKE's node minimum only, never the A4 nodes' grants (store, images)."""
+        purpose = "GKE system pool: write logs and metrics; nothing else"
+        return NodeServiceAccountArgs(cfg, "system", SYSTEM_NODE_ROLES, purpose)
 
 
 class NodeServiceAccount(pulumi.ComponentResource):
-    """The GKE nodes' service account and its project roles (NODE_ROLES, nothing else)."""
+    """A GKE node pool's service account and its project roles (`args.roles`, nothing else)."""
 
     account: gcp.serviceaccount.Account
     grants: list[gcp.projects.IAMMember]
@@ -82,18 +94,18 @@ class NodeServiceAccount(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.account = gcp.serviceaccount.Account(
             name,
-            account_id=service_account_id(name_prefix),
-            display_name=f"deepep-a4 GKE nodes of {name_prefix}",
-            description="GKE nodes: write logs and metrics, pull images; nothing else",
+            account_id=service_account_id(name_prefix, args.suffix),
+            display_name=f"deepep-a4 GKE {args.suffix} of {name_prefix}",
+            description=args.purpose,
             opts=child,
         )
         self.grants = [
             gcp.projects.IAMMember(
                 f"{name}-{role.rsplit('/', 1)[1]}", project=project, role=role, member=self.account.member, opts=child
             )
-            for role in NODE_ROLES
+            for role in args.roles
         ]
-        self.register_outputs({"email": self.account.email, "roles": list(NODE_ROLES)})
+        self.register_outputs({"email": self.account.email, "roles": list(args.roles)})
 
 
 def node_identity(service_account: NodeServiceAccount, secure_boot: bool) -> dict[str, Any]:

@@ -107,11 +107,15 @@ def child_opts(parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
 def no_ingress_policy(
     parent: pulumi.Resource, name: str, app: str, namespace: Any, labels: dict[str, str]
 ) -> k8s.networking.v1.NetworkPolicy:
-    """A NetworkPolicy that admits no connection at all to the pods of `app`: for pods that serve nothing."""
+    """A NetworkPolicy that admits no connection to or from the pods of `app` on the pod network: for pods that
+    serve nothing and fetch nothing (what the installer does on the host, it does in the host's namespaces)."""
     return k8s.networking.v1.NetworkPolicy(
         f"{name}-no-ingress",
         metadata={"name": f"{app}-no-ingress", "namespace": namespace, "labels": labels},
-        spec={"pod_selector": {"match_labels": {"app.kubernetes.io/name": app}}, "policy_types": ["Ingress"]},
+        spec={
+            "pod_selector": {"match_labels": {"app.kubernetes.io/name": app}},
+            "policy_types": ["Ingress", "Egress"],
+        },
         opts=child_opts(parent),
     )
 

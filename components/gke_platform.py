@@ -24,8 +24,15 @@ from components.gke_nodepool import (
     SystemNodePool,
     SystemNodePoolArgs,
 )
+from components.gke_rendezvous import RendezvousFirewall
 from components.network import A4Network
 from components.store import store_access
+
+
+def gcp_provider_of(opts: pulumi.ResourceOptions) -> pulumi.ProviderResource | None:
+    providers = opts.providers
+    found = list(providers.values()) if isinstance(providers, dict) else list(providers or [])
+    return next((p for p in found if isinstance(p, pulumi.ProviderResource) and p.package == "gcp"), None)
 
 
 def build_gke_platform(
@@ -34,8 +41,10 @@ def build_gke_platform(
     """Creates the GKE side of the stack and returns the stack outputs it adds."""
     # First: even the cluster's temporary default pool runs as the node account.
     nodes_sa = NodeServiceAccount("gke-nodes", NodeServiceAccountArgs(cfg), gcp_opts)
+    # The system pool has its own account: a pod there reaches neither the A4 nodes' grants nor the store.
+    system_sa = NodeServiceAccount("gke-system-nodes", NodeServiceAccountArgs.system(cfg), gcp_opts)
     gke = GkeCluster("gke", GkeClusterArgs(cfg, network, nodes_sa), gcp_opts)
-    system = SystemNodePool("gke-system", SystemNodePoolArgs(cfg, gke.cluster, nodes_sa), gcp_opts)
+    system = SystemNodePool("gke-system", SystemNodePoolArgs(cfg, gke.cluster, system_sa), gcp_opts)
     store_grants = store_access(cfg, nodes_sa.account.member, gcp_opts)
     a4 = A4NodePool(
         "gke-a4",
@@ -43,6 +52,9 @@ def build_gke_platform(
         # NAT first: private nodes download drivers and wheels at boot; the store grant before they use it.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[network.nat, *store_grants])),
     )
+    if cfg.gke.pod_networking == "hostNetwork":
+        # The host-network rendezvous: NetworkPolicies do not reach it, the host VPC's firewall does.
+        RendezvousFirewall("gke-rendezvous", cfg, network, nodes_sa.account.email, gcp_opts)
     if deadline:
         PoolDeadline("gke-deadline", PoolDeadlineArgs(cfg, deadline.at, gke.cluster, a4.pool), gcp_opts)
     multinet = GkeMultiNetwork(
@@ -57,6 +69,7 @@ def build_gke_platform(
         node_pool=a4.pool,
         network_names=multinet.rdma_network_names,
         networks=[*multinet.param_sets, *multinet.networks],
+        gcp_provider=gcp_provider_of(gcp_opts),
     )
     return {
         "clusterName": gke.cluster.name,
@@ -66,6 +79,7 @@ def build_gke_platform(
         "nodePool": a4.pool.name,
         "systemNodePool": system.pool.name,
         "nodeServiceAccount": nodes_sa.account.email,
+        "systemNodeServiceAccount": system_sa.account.email,
         "podNetworking": cfg.gke.pod_networking,
         "multiNetworks": multinet.network_names,
         "getCredentials": gke.get_credentials_command,

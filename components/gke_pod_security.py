@@ -14,7 +14,7 @@ the same for readers):
   on the host network no device plugin allocates `/dev/infiniband/uverbs*` and `rdma_cm` to a container,
   and a container's device cgroup admits them only when it is privileged. So that pod can also reach
   every host device and the node's network stack; it is the price of the one path proven on A4 with
-  Ubuntu and DOCA-OFED. The non-RDMA test (intranode) stays unprivileged even there;
+  Ubuntu and DOCA-OFED. The non-RDMA test (intranode) stays unprivileged and on the pod network even there;
 - with `podNetworking: multiNetwork` GKE's RDMA networks move the NICs into the pod and hand it their
   devices, so the RDMA benchmark stays unprivileged (root with `IPC_LOCK` only); unproven on Ubuntu with
   DOCA-OFED: every Google multi-network A4 example runs on COS.
@@ -48,7 +48,8 @@ _PRIVILEGED_INSTALLER = (
 _IPC_LOCK = "NVSHMEM and DeepEP register GBs with the RDMA NICs (ibv_reg_mr): IPC_LOCK lifts RLIMIT_MEMLOCK"
 _ROOT_FOR_IPC_LOCK = "IPC_LOCK takes effect only for uid 0: Kubernetes grants a non-root process no capabilities"
 _HOST_NETWORK = (
-    "podNetworking is hostNetwork in the stack: no device plugin hands /dev/infiniband to a host-network pod"
+    "an RDMA test with podNetworking hostNetwork: the RDMA NICs are the host's, reached on its network only, "
+    "and no device plugin hands /dev/infiniband to a host-network pod"
 )
 _CPU_LIMIT = "a CPU limit throttles the GPU proxy threads and skews the benchmark; the pod owns the node's 8 GPUs"
 
@@ -61,7 +62,6 @@ INSTALLER_SKIPS = {
     "CKV_K8S_28": _PRIVILEGED_INSTALLER,
     "CKV_K8S_37": _PRIVILEGED_INSTALLER,
     "CKV_K8S_40": _PRIVILEGED_INSTALLER,
-    "CKV_K8S_38": "the init container labels its own node deepep-a4/installed (get/patch nodes only)",
     "CKV_K8S_11": "the host build (nvcc, make -j) runs in this container's cgroup: a CPU limit stretches it",
     "CKV_K8S_13": "the host build (NVSHMEM, DeepEP) runs in this container's cgroup: a memory limit OOM-kills it",
     "CKV_K8S_8": "the main container only sleeps; readiness carries the install state, a restart changes nothing",
@@ -77,7 +77,7 @@ GIB_INIT_SECURITY = {
     "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER"]},
 }
 _GIB_ROOT = "the gIB init container writes the root-owned host folder /home/kubernetes/bin/gib: root, file caps only"
-_GIB_TAG = "Google pins its gIB plugin image by tag (container-engine-accelerators nccl-rdma-installer.yaml)"
+_GIB_PULL = "IfNotPresent with the image pinned by digest: a node that restarts needs no registry for its plugin"
 GIB_SKIPS = {
     "CKV_K8S_23": _GIB_ROOT,
     "CKV_K8S_40": _GIB_ROOT,
@@ -85,8 +85,7 @@ GIB_SKIPS = {
     "CKV_K8S_25": "CHOWN, DAC_OVERRIDE, FOWNER only: Google's container_entry.sh and cp act on files of any owner "
     "or mode the image ships",
     "CKV_K8S_22": "Google's container_entry.sh prepares the plugin inside the image: its root file system is written",
-    "CKV_K8S_43": _GIB_TAG + "; the pause container is pinned by digest",
-    "CKV_K8S_15": _GIB_TAG + "; IfNotPresent: a node that restarts needs no registry to keep its plugin",
+    "CKV_K8S_15": _GIB_PULL,
     "CKV_K8S_8": "the main container is GKE's pause: the copy is done before it starts, nothing can go live or dead",
     "CKV_K8S_9": "the main container is GKE's pause: Ready means the init container's copy finished",
 }
@@ -128,7 +127,8 @@ def bench_pod_security(test: str) -> dict[str, Any]:
 
 def bench_skips(cfg: StackConfig, test: str) -> dict[str, str]:
     skips = {"CKV_K8S_11": _CPU_LIMIT, **image_skips(cfg)}
-    host_network = cfg.gke.pod_networking == "hostNetwork"
+    # Only the RDMA tests share the host's network (intranode runs on the pod network: gke_bench.py).
+    host_network = cfg.gke.pod_networking == "hostNetwork" and bench_needs_rdma(test)
     if host_network:
         skips["CKV_K8S_19"] = _HOST_NETWORK
     if bench_needs_rdma(test):

@@ -44,8 +44,9 @@ and is unproven on Ubuntu with DOCA-OFED). GPUs come from GKE's device plugin
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
 plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
 provider folder (the env file copies the host's mlx5 provider there, docs/troubleshooting.md T16).
-A NetworkPolicy admits to a benchmark pod only the other benchmark pods (the internode rendezvous) and
-nothing to the installer's pods; egress stays open (DNS, the rendezvous, package mirrors).
+NetworkPolicies (gke_rendezvous.py): internode pods admit only each other, other pods nothing; benchmark
+pods send only DNS and traffic to the internode pods; with hostNetwork a host-VPC firewall guards the
+rendezvous port.
 No apt or pip at run time: the pod's environment is the installer's env file on top of the device
 plugin's driver paths, minus TORCH_NCCL_USE_COMM_NONBLOCKING; the runner adds Google's NCCL gIB
 settings where the plugin is installed and `ncclGib` is on, and the socket interfaces of the pod networking.
@@ -62,7 +63,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from components.gke_bench import BenchmarkJobs, BenchmarkJobsArgs
-from components.gke_gib import GIB_IMAGE, GibArgs, GibInstaller
+from components.gke_gib import GibArgs, GibInstaller
 from components.gke_installer import InstallerArgs, InstallerDaemonSet
 from components.gke_objects import NAMESPACE, PART_OF, child_opts, depends_of
 
@@ -142,19 +143,22 @@ def build_gke_workloads(
     node_pool: pulumi.Resource | None = None,
     network_names: Sequence[str] | None = None,
     networks: Sequence[pulumi.Resource] = (),
+    gcp_provider: pulumi.ProviderResource | None = None,
 ) -> dict[str, Any]:
-    """Creates the workloads and returns the stack outputs they add."""
+    """Creates the workloads and returns the stack outputs they add. `gcp_provider` answers the gIB image's
+    digest lookup (Artifact Registry)."""
     after = [node_pool] if node_pool is not None else []
+    providers: list[pulumi.ProviderResource] = [k8s_provider, *([gcp_provider] if gcp_provider else [])]
     w = GkeWorkloads(
         "deepep",
         GkeWorkloadsArgs(cfg, network_names, networks),
-        pulumi.ResourceOptions(providers=[k8s_provider], depends_on=after),
+        pulumi.ResourceOptions(providers=providers, depends_on=after),
     )
     return {
         "benchNamespace": w.namespace.metadata.name,
         "benchJobs": {t: j.metadata.name for t, j in w.benchmarks.jobs.items()},
         "installedVersionsHash": w.installer.versions_hash,
         "podNetworking": POD_NETWORKING_LABELS[cfg.gke.pod_networking],
-        "ncclGib": GIB_IMAGE if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
+        "ncclGib": w.gib.image if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
         "resultsCommand": ".venv/bin/deepep-a4 report --stack " + pulumi.get_stack(),
     }

@@ -39,6 +39,11 @@ OVERRIDE_COMPONENTS: dict[str, str] = {
     "nvshmem": "nvshmemVersion",
     "torch": "torchVersion",
 }
+# Docker Hub's ubuntu:24.04 as an OCI index (every platform), pinned by digest: docker-library/repo-info
+# repos/ubuntu/remote/24.04.md at 1c2b9d920fdd20f9cb58fbd6cd771fe434b465d6 (the amd64 image of 2026-09-11,
+# sha256:496754492fb28b4d3049432f2ca787449331e23fb14f0dd3fffea86bf5a93eb4). A tag alone could be moved to
+# other bytes, and this image runs the privileged installer.
+UBUNTU_IMAGE = "ubuntu:24.04@sha256:69cecf4bbf72d2d44a9eef1b71fb98c7fb973d78af11399deccef19beb008ad9"
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
@@ -293,9 +298,16 @@ KEYS: tuple[Key, ...] = (
     Key(
         "containerImage",
         str,
-        "ubuntu:24.04",
-        "Image of the installer and benchmark containers (bash and coreutils; the stack comes from the host). "
-        "Pin it as name@sha256:<digest>.",
+        UBUNTU_IMAGE,
+        "Image of the installer and benchmark containers (bash and coreutils; the stack comes from the host), "
+        "pinned as name[:tag]@sha256:<digest>. Default: Docker Hub's ubuntu:24.04 index of 2026-09.",
+    ),
+    Key(
+        "allowUnpinnedImages",
+        bool,
+        False,
+        "Accept a containerImage without @sha256:<digest> (a tag can be moved to other bytes under the "
+        "privileged installer); for trying an image only.",
     ),
     # -- GCE ---------------------------------------------------------------------------------------
     Key(

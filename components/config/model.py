@@ -90,6 +90,7 @@ class GkeOptions:
     gpu_driver: str
     pod_networking: str
     container_image: str
+    allow_unpinned_images: bool
 
     @property
     def image_type(self) -> str:

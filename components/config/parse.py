@@ -76,6 +76,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
         "gkeGpuDriver",
         "podNetworking",
         "containerImage",
+        "allowUnpinnedImages",
     ),
     model.GceOptions: ("gceImage", "terminationAction"),
 }

@@ -62,6 +62,15 @@ def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
         )
+    elif "@sha256:" not in v["containerImage"] and not v["allowUnpinnedImages"]:
+        problems.append(
+            Problem(
+                "containerImage",
+                v["containerImage"],
+                "must be pinned by digest, name[:tag]@sha256:<64 hex> (a tag can move; allowUnpinnedImages: true "
+                "accepts it)",
+            )
+        )
     if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import provisioning
+from deepep_a4.policy import trust
 
 # The namespace of the installer DaemonSet (scripts.names.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
@@ -248,6 +249,10 @@ def rdma_zone_matches_nodes(resources: Iterable[Resource]) -> list[str]:
                 )
     return problems
 
+
+# What no one should deploy (trust.py): public grants and buckets, keys, every-address rules, host
+# namespaces outside the installer and the RDMA Jobs, images without digests. All mandatory.
+RESOURCE_RULES.update(trust.RESOURCE_RULES)
 
 STACK_RULES: dict[str, tuple[str, Callable[[Iterable[Resource]], list[str]]]] = {
     "rdma-zone-matches-nodes": (

@@ -108,6 +108,9 @@ APPLY_ORDER = (
     "ClusterRoleBinding",
     "Role",
     "RoleBinding",
+    # Before the DaemonSet whose requests it admits.
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "ConfigMap",
     "Secret",
     "NetworkPolicy",
@@ -370,7 +373,7 @@ def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     elif cfg.platform == "gce":
         gib = f"nccl-gib {installer.NCCL_GIB_VERSION} (apt, held)"
     else:
-        gib = f"{gke_gib.GIB_IMAGE} (DaemonSet)"
+        gib = f"{gke_gib.GIB_IMAGE} (DaemonSet; by the digest looked up at the first deploy)"
     return [
         ("driver", driver),
         ("DOCA-OFED", v.doca_ofed if cfg.installer.use_doca_ofed else "no (inbox rdma-core)"),

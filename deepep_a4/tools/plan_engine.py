@@ -92,6 +92,18 @@ def is_stand_in(value: Any) -> bool:
     return any(marker in text for text in _strings(value) for marker in STAND_IN_MARKERS)
 
 
+# A STAND-IN for an image digest that Artifact Registry answers at the first deploy
+# (gcp.artifactregistry.get_docker_image): all zeros, so that no one mistakes it for a real one.
+MOCK_IMAGE_DIGEST = "sha256:" + "0" * 64
+
+
+def _mock_docker_image(args: dict[str, Any]) -> dict[str, Any]:
+    location, project, repo = args.get("location"), args.get("project"), args.get("repositoryId")
+    name = str(args.get("imageName") or "").split(":")[0].split("@")[0]
+    link = f"{location}-docker.pkg.dev/{project}/{repo}/{name}@{MOCK_IMAGE_DIGEST}"
+    return {"imageName": args.get("imageName"), "location": location, "repositoryId": repo, "selfLink": link}
+
+
 def _mock_image(args: dict[str, Any]) -> dict[str, Any]:
     project, family = args.get("project"), args.get("family")
     name = args.get("name") or MOCK_IMAGES.get(family or "", f"{family}{INVENTED_IMAGE_SUFFIX}")
@@ -132,6 +144,8 @@ def _computed_outputs(type_: str, name: str, inputs: dict[str, Any], project: st
     if type_ == "gcp:serviceaccount/account:Account":
         out["email"] = f"{inputs.get('accountId')}@{project}.iam.gserviceaccount.com"
         out["member"] = f"serviceAccount:{out['email']}"
+    if type_ == "gcp:projects/iAMCustomRole:IAMCustomRole":  # the provider's id of a project's custom role
+        out["name"] = f"projects/{inputs.get('project') or project}/roles/{inputs.get('roleId')}"
     if type_ == "pulumi:index:Stash":  # the builtin keeps its first input as `output`
         out["output"] = inputs.get("input")
     if type_ == "gcp:storage/bucket:Bucket":
@@ -176,6 +190,8 @@ class PlanMocks(pulumi.runtime.Mocks):
             return {"projectId": self.project, "number": MOCK_PROJECT_NUMBER, "name": self.project}, []
         if invoke == "gcp:container/getEngineVersions:getEngineVersions":
             return {**MOCK_ENGINE_VERSIONS, "location": args.args.get("location"), "project": self.project}, []
+        if invoke == "gcp:artifactregistry/getDockerImage:getDockerImage":
+            return _mock_docker_image(dict(args.args)), []
         if invoke == "gcp:compute/getImage:getImage":
             return _mock_image(dict(args.args)), []
         if invoke == "gcp:organizations/getClientConfig:getClientConfig":

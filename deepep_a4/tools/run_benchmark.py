@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """One command for the whole loop: up, install on every node, benchmarks, report, destroy.
+The up enforces the policy pack in policy/ (deepep_a4/policy: what no one should deploy).
 
     .venv/bin/deepep-a4 run --stack gke-b200 [--keep] [--yes] [--out DIR]
 

@@ -15,6 +15,9 @@ from deepep_a4.paths import project_root
 from scripts import names
 
 ROOT = project_root()
+# The policy pack every `deepep-a4 run` enforces on its `up` (deepep_a4/policy; docs/security.md): a
+# mandatory violation stops the update before anything is created, as `pulumi up --policy-pack policy` does.
+POLICY_PACK = ROOT / "policy"
 # GCE status.json states (the VM's benchmark stage): a VM writes one only once its install finished.
 GCE_INSTALLED = names.GCE_INSTALLED_STATES
 GCE_FINISHED = names.GCE_FINISHED_STATES
@@ -55,7 +58,7 @@ class AutomationStack:
         return {k: v.value for k, v in values.items()}
 
     def up(self, on_output: Callable[[str], Any]) -> None:
-        self._stack.up(on_output=on_output, color="never")
+        self._stack.up(on_output=on_output, color="never", policy_packs=[str(POLICY_PACK)])
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self._stack.outputs().items()}

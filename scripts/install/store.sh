@@ -52,11 +52,15 @@ _gcs_token() {
 }
 
 # _gcs_curl OUT ARGS...: prints the HTTP status; the body goes to OUT.
+# The token reaches curl on its stdin (`-H @-`), never in its argv: a node's process list (ps, /proc/PID/
+# cmdline) is readable by every user and every host-PID container on it.
 _gcs_curl() {
-  local out=$1
+  local out=$1 token
   shift
-  curl -sS --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" -o "$out" -w '%{http_code}' \
-    -H "Authorization: Bearer $(_gcs_token)" "$@" || echo 000
+  token="$(_gcs_token)" || exit 1
+  printf 'Authorization: Bearer %s\n' "$token" |
+    curl -sS --connect-timeout 30 --max-time "$DOWNLOAD_TIMEOUT_S" -o "$out" -w '%{http_code}' -H @- "$@" ||
+    echo 000
 }
 
 # store_get REL DEST: 0 with DEST downloaded and its digest checked; 1 when the store has no REL.

@@ -16,6 +16,7 @@ from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 JOB = "gcp:cloudscheduler/job:Job"
 STASH = "pulumi:index:Stash"
+IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 NOW = dt.datetime(2026, 11, 24, 9, 30, 15, tzinfo=dt.UTC)
 
 
@@ -60,8 +61,28 @@ def test_gke_deletes_the_a4_pool_at_the_deadline_from_cloud_scheduler() -> None:
         for g in of_type(result, "gcp:projects/iAMMember:IAMMember")
         if g["inputs"]["member"] == f"serviceAccount:{account}"
     ]
-    assert [g["inputs"]["role"] for g in grants] == [gke_deadline.DEADLINE_ROLE]
+    # One custom role of exactly what deleting a node pool needs, no predefined role (no clusterAdmin).
+    [role] = of_type(result, "gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert sorted(role["inputs"]["permissions"]) == ["container.clusters.update", "container.operations.get"]
+    name = f"projects/{role['inputs']['project']}/roles/{role['inputs']['roleId']}"
+    assert [g["inputs"]["role"] for g in grants] == [name]
     assert grants[0]["name"] in job["dependsOn"]  # the role exists before the job can fire
+    assert not any(g["inputs"]["role"].startswith("roles/container.cluster") for g in of_type(result, IAM_MEMBER))
+
+
+def test_the_deadline_role_id_is_new_for_every_deadline_so_destroy_then_up_never_meets_a_deleted_role() -> None:
+    a = gke_deadline.role_id("deepep-gke-b200", "2026-11-25T16:00:00Z")
+    b = gke_deadline.role_id("deepep-gke-b200", "2026-11-26T09:00:00Z")
+    assert a != b and a.startswith("deepep_gke_b200_deadline_")
+    for rid in (a, b, gke_deadline.role_id("x" * 30 + "-y" * 10, "t")):
+        assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
+
+
+@pytest.mark.parametrize("stack", plan_engine.available_stacks())
+def test_no_project_wide_admin_owner_or_editor_grant(stack: str) -> None:
+    for g in of_type(plan(stack), IAM_MEMBER):
+        assert g["inputs"]["role"] not in ("roles/owner", "roles/editor", "roles/container.clusterAdmin"), g["name"]
+        assert not g["inputs"]["role"].endswith(".admin"), g["name"]
 
 
 def test_every_gcp_resource_waits_for_the_deadline_check() -> None:
@@ -76,7 +97,7 @@ def test_every_gcp_resource_waits_for_the_deadline_check() -> None:
 
 def test_without_a_ttl_there_is_no_deadline_and_no_job() -> None:
     result = plan("gke-b200", provisioning="on-demand", ttl="off")
-    assert not of_type(result, JOB) and not of_type(result, STASH)
+    assert not of_type(result, JOB) and not [s for s in of_type(result, STASH) if s["name"] == deadline.STASH_NAME]
     assert result.outputs["deadline"] is None
 
 

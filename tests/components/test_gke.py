@@ -516,14 +516,22 @@ def test_service_account_id_fits_gcp_limits() -> None:
     assert 6 <= len(gke_nodepool.service_account_id("ab")) <= 30
 
 
-def test_system_pool_is_small_untainted_and_uses_the_node_account(gke_plan: plan_engine.PlanResult) -> None:
+def test_system_pool_is_small_untainted_and_has_its_own_account(gke_plan: plan_engine.PlanResult) -> None:
     pool = one(gke_plan, NODE_POOL, "gke-system")["inputs"]
     assert pool["nodeCount"] == 1
     assert pool["nodeLocations"] == ["asia-southeast1-b"]
     node = pool["nodeConfig"]
     assert node["machineType"] == "e2-standard-4"
     assert "taints" not in node and "guestAccelerators" not in node
-    assert node["serviceAccount"] == a4_pool_of(gke_plan)["nodeConfig"]["serviceAccount"]
+    # Its own account with GKE's node minimum only: a pod on the system pool reaches no A4 grant (store, images).
+    assert node["serviceAccount"] == "deepep-gke-b200-system@deepep-a4-demo.iam.gserviceaccount.com"
+    assert node["serviceAccount"] != a4_pool_of(gke_plan)["nodeConfig"]["serviceAccount"]
+    grants = [
+        g for g in of_type(gke_plan, IAM_MEMBER) if g["inputs"]["member"] == f"serviceAccount:{node['serviceAccount']}"
+    ]
+    assert [g["inputs"]["role"] for g in grants] == ["roles/container.defaultNodeServiceAccount"]
+    store_grants = of_type(gke_plan, "gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert all(g["inputs"]["member"] != f"serviceAccount:{node['serviceAccount']}" for g in store_grants)
     assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
     assert pool["networkConfig"] == {"enablePrivateNodes": True}
     assert len(of_type(gke_plan, NODE_POOL)) == 2
@@ -637,5 +645,6 @@ def test_host_network_pods_carry_no_interface_annotation() -> None:
     assert jobs
     for job in jobs:
         pod = job["inputs"]["spec"]["template"]
-        assert pod["spec"]["hostNetwork"] is True
+        # The RDMA tests on the host's network; intranode (NVLink only) on the pod network.
+        assert bool(pod["spec"].get("hostNetwork")) is (job["inputs"]["metadata"]["name"] != "deepep-intranode")
         assert "networking.gke.io/interfaces" not in (pod["metadata"].get("annotations") or {})

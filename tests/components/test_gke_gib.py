@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from components import gke_gib, gke_objects, gke_pod_security
+from deepep_a4.tools import plan_engine
 from scripts import payload
 from scripts.bench.what_ran import GIB_VERSION_FILE
 from tests.components.test_gke_workloads import DS, GIB_DS, INSTALLER_DS, JOB, SHELLCHECK, Built, build
@@ -28,14 +29,26 @@ def test_the_daemonset_is_googles_installer_image_on_the_a4_nodes(on: Built) -> 
     assert ds["metadata"]["name"] == "nccl-gib-installer" and ds["metadata"]["namespace"] == "deepep-a4"
     spec = gib_pod(on)
     [init] = spec["initContainers"]
-    # [CEA-INST] pins the image by tag, v1.1.1; the version is written in one place.
-    assert init["image"] == "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1" == gke_gib.GIB_IMAGE
+    # [CEA-INST]'s tag, v1.1.1, written in one place; the digest it names is looked up at the first deploy and
+    # kept (the offline plan's all-zero digest is the mocks' stand-in for Artifact Registry's answer).
+    assert gke_gib.GIB_IMAGE == "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"
+    assert init["image"] == f"{gke_gib.GIB_IMAGE}@{plan_engine.MOCK_IMAGE_DIGEST}"
+    assert {"name": "GIB_IMAGE", "value": init["image"]} in init["env"]
     assert spec["nodeSelector"] == gke_objects.NODE_SELECTOR
     assert spec["tolerations"] == [gke_objects.GPU_TOLERATION]
     assert spec["priorityClassName"] == "system-node-critical"
     [main] = spec["containers"]
     assert main["image"].startswith("gke.gcr.io/pause:3.8@sha256:")
-    assert on.outputs["ncclGib"] == gke_gib.GIB_IMAGE
+    assert on.outputs["ncclGib"] == init["image"]
+
+
+def test_the_gib_digest_is_looked_up_once_and_kept_under_the_tags_name(on: Built) -> None:
+    [stash] = [r for r in on.of("pulumi:index:Stash") if "gib-image" in r.name]
+    assert stash.name.endswith("-image-v1-1-1")
+    with pytest.raises(ValueError, match="no @sha256"):
+        gke_gib._checked_digest("us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1")
+    ref = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib@sha256:" + "ab" * 32
+    assert gke_gib._checked_digest(ref) == f"{gke_gib.GIB_IMAGE}@sha256:{'ab' * 32}"
 
 
 def test_it_writes_the_gib_folder_only_never_the_drivers(on: Built) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components import config, gke_bench
@@ -29,23 +31,42 @@ def skipped_checks(annotations: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def test_benchmark_pods_admit_only_each_other_and_the_installer_nothing(tagged: Built) -> None:
+def test_benchmark_pods_admit_only_internode_peers_and_reach_only_dns_and_peers(tagged: Built) -> None:
     policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in tagged.of(POLICY)}
-    bench = policies["deepep-bench-only"]
-    selector = bench["podSelector"]["matchLabels"]
-    assert bench["policyTypes"] == ["Ingress"]
-    assert bench["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    isolated = policies["deepep-bench-isolated"]
+    selector = isolated["podSelector"]["matchLabels"]
+    assert isolated["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in isolated  # no ingress at all
     for job in tagged.of(JOB):  # every benchmark pod is selected by it
         labels = job.inputs["spec"]["template"]["metadata"]["labels"]
         assert selector.items() <= labels.items()
-    installer = policies["deepep-installer-no-ingress"]
-    assert installer["policyTypes"] == ["Ingress"] and "ingress" not in installer
-    pod_labels = tagged.one(DAEMONSET, INSTALLER_DS).inputs["spec"]["template"]["metadata"]["labels"]
-    assert installer["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    gib = policies["nccl-gib-installer-no-ingress"]  # the gIB plugin's pods serve nothing either
-    assert gib["policyTypes"] == ["Ingress"] and "ingress" not in gib
-    gib_labels = tagged.one(DAEMONSET, GIB_DS).inputs["spec"]["template"]["metadata"]["labels"]
-    assert gib["podSelector"]["matchLabels"].items() <= gib_labels.items()
+    internode = {"matchLabels": {**selector, "deepep-a4/test": "internode"}}
+    dns, peers = isolated["egress"]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert dns["to"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    assert sorted(p["port"] for p in dns["ports"]) == [53, 53]
+    assert peers == {"to": [{"podSelector": internode}]}
+    # Nothing else leaves a benchmark pod: no ipBlock, so not the metadata server 169.254.169.254 either.
+    assert "ipBlock" not in str(isolated)
+    peers_in = policies["deepep-bench-internode-peers"]
+    assert peers_in["podSelector"] == internode
+    assert peers_in["ingress"] == [{"from": [{"podSelector": internode}]}]
+    # The installer's and gIB's pods serve nothing and fetch nothing on the pod network.
+    for app, ds in (("deepep-installer", INSTALLER_DS), ("nccl-gib-installer", GIB_DS)):
+        policy = policies[f"{app}-no-ingress"]
+        assert policy["policyTypes"] == ["Ingress", "Egress"]
+        assert "ingress" not in policy and "egress" not in policy
+        pod_labels = tagged.one(DAEMONSET, ds).inputs["spec"]["template"]["metadata"]["labels"]
+        assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_intranode_runs_on_the_pod_network_and_only_rdma_tests_on_the_hosts(tagged: Built) -> None:
+    assert tagged.cfg.gke.pod_networking == "hostNetwork"
+    intranode = tagged.job("intranode")["spec"]["template"]["spec"]
+    assert "hostNetwork" not in intranode and "dnsPolicy" not in intranode
+    env = {e["name"]: e.get("value") for e in intranode["containers"][0]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+    for test in ("low-latency", "internode"):
+        assert tagged.job(test)["spec"]["template"]["spec"]["hostNetwork"] is True
 
 
 def test_every_container_runs_the_stacks_image(tagged: Built) -> None:
@@ -57,16 +78,23 @@ def test_every_container_runs_the_stacks_image(tagged: Built) -> None:
     assert images and set(images) == {DIGEST}
 
 
-def test_a_tagged_image_is_an_exception_with_its_fix_and_a_digest_is_none(tagged: Built) -> None:
-    for b, tagged_image in ((tagged, True), (build(containerImage=DIGEST), False)):
-        for r in [b.one(DAEMONSET, INSTALLER_DS), *b.of(JOB)]:
-            skips = skipped_checks(r.inputs["metadata"]["annotations"])
-            assert ("CKV_K8S_43" in skips) == tagged_image
-            if tagged_image:
-                assert "pin it in the stack as name@sha256:<digest>" in skips["CKV_K8S_43"]
-        # Google's gIB image is pinned by tag as Google pins it, whatever the stack's image is.
-        gib = skipped_checks(b.one(DAEMONSET, GIB_DS).inputs["metadata"]["annotations"])
-        assert "Google pins its gIB plugin image by tag" in gib["CKV_K8S_43"]
+def test_every_image_is_pinned_by_digest_and_no_scanner_exception_says_otherwise(tagged: Built) -> None:
+    assert "@sha256:" in tagged.cfg.gke.container_image  # the default
+    for r in [tagged.one(DAEMONSET, INSTALLER_DS), tagged.one(DAEMONSET, GIB_DS), *tagged.of(JOB)]:
+        skips = skipped_checks(r.inputs["metadata"]["annotations"])
+        assert "CKV_K8S_43" not in skips, r.name
+        pod = r.inputs["spec"]["template"]["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            assert re.search(r"@sha256:[0-9a-f]{64}$", c["image"]), (r.name, c["image"])
+
+
+def test_an_unpinned_image_is_refused_unless_allowed_and_then_the_scan_says_how_to_pin_it() -> None:
+    with pytest.raises(config.ConfigError, match=r"containerImage.*pinned by digest.*allowUnpinnedImages"):
+        config.parse(plan_engine.project_keys(stack_config(STACK, containerImage="ubuntu:24.04")), STACK)
+    b = build(containerImage="ubuntu:24.04", allowUnpinnedImages=True)
+    for r in [b.one(DAEMONSET, INSTALLER_DS), *b.of(JOB)]:
+        skips = skipped_checks(r.inputs["metadata"]["annotations"])
+        assert "pin it in the stack as name@sha256:<digest>" in skips["CKV_K8S_43"]
 
 
 def test_only_the_installer_is_excused_from_privilege_with_multi_networking() -> None:
@@ -88,10 +116,28 @@ def test_host_network_makes_the_rdma_pods_privileged_and_says_why(tagged: Built)
     b = tagged  # hostNetwork is the default (Google's A4 recipes, field report R2)
     assert b.cfg.gke.pod_networking == "hostNetwork"
     for job in b.of(JOB):
-        name = job.inputs["metadata"]["name"]
+        rdma = job.inputs["metadata"]["name"] != gke_bench.job_name("intranode")
         skips = skipped_checks(job.inputs["metadata"]["annotations"])
-        assert "podNetworking is hostNetwork" in skips["CKV_K8S_19"]
-        assert ("CKV_K8S_16" in skips) == (name != gke_bench.job_name("intranode"))
+        # Each exception is true of its object: only a host-network pod is excused from CKV_K8S_19.
+        assert ("CKV_K8S_19" in skips) == rdma == bool(job.inputs["spec"]["template"]["spec"].get("hostNetwork"))
+        if rdma:
+            assert "podNetworking hostNetwork" in skips["CKV_K8S_19"]
+        assert ("CKV_K8S_16" in skips) == rdma
+
+
+def test_the_installer_mounts_a_token_only_where_it_labels_the_node_and_no_skip_says_otherwise(tagged: Built) -> None:
+    ds = tagged.one(DAEMONSET, INSTALLER_DS).inputs
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert "CKV_K8S_38" not in skipped_checks(ds["metadata"]["annotations"])
+    [token] = [v for v in pod["volumes"] if "projected" in v]
+    sources = token["projected"]["sources"]
+    assert sources[0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+    [init] = pod["initContainers"]
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert {"name": token["name"], "mountPath": sa_dir, "readOnly": True} in init["volumeMounts"]
+    for c in pod["containers"]:  # the ready container never talks to the API server
+        assert all(m["name"] != token["name"] for m in c.get("volumeMounts", []))
 
 
 def test_rdma_tests_are_exactly_the_ones_that_use_nvshmem() -> None:

@@ -19,6 +19,7 @@ import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
 from components import artifacts, config, gke_bench, gke_installer, gke_objects, gke_workloads
+from components.config.keys import UBUNTU_IMAGE
 from components.gke_nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
 from deepep_a4.tools import plan_engine
 from scripts import payload
@@ -154,7 +155,11 @@ def test_every_kubernetes_object_uses_the_explicit_provider_and_sits_under_the_c
     for r in k8s_objects:
         assert r.provider.startswith(host.one("pulumi:providers:kubernetes").urn + "::"), r.name
         assert host.by_urn(r.parent).type.startswith("deepep-a4:gke:"), r.name
-    namespaced = [r for r in k8s_objects if not r.type.split(":")[-1].startswith(("Cluster", "Namespace"))]
+    namespaced = [
+        r
+        for r in k8s_objects
+        if not r.type.split(":")[-1].startswith(("Cluster", "Namespace", "ValidatingAdmissionPolicy"))
+    ]
     assert {r.inputs["metadata"]["namespace"] for r in namespaced} == {gke_objects.NAMESPACE}
 
 
@@ -437,7 +442,10 @@ def test_jobs_follow_the_stacks_benchmarks_and_sizes() -> None:
 def test_host_network_pods(host: Built) -> None:
     for j in host.of(JOB):
         spec = j.inputs["spec"]["template"]["spec"]
-        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        if j.inputs["metadata"]["name"] == "deepep-intranode":  # NVLink only: the pod network
+            assert "hostNetwork" not in spec and "dnsPolicy" not in spec
+        else:
+            assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
         assert not j.inputs["spec"]["template"]["metadata"].get("annotations")
 
 
@@ -534,7 +542,7 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
 def test_bench_environment_comes_from_the_installers_env_file_only(host: Built) -> None:
     job = host.job("internode")
     [c] = job["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == host.cfg.gke.container_image == "ubuntu:24.04"
+    assert c["image"] == host.cfg.gke.container_image == UBUNTU_IMAGE
     script = c["command"][2]
     assert c["command"][:2] == ["bash", "-c"]
     assert f"set -a; . {gke_objects.ENV_FILE}; set +a" in script

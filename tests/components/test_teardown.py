@@ -35,7 +35,7 @@ DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
     "pulumi:providers:gcp": ("a provider holds no cloud state", always),
     "pulumi:providers:kubernetes": ("a provider holds no cloud state", always),
     "pulumi:index:Stash": (
-        "a value in the stack's state (the GCE boot image chosen once, the deadline), no cloud state",
+        "a value in the stack's state (the GCE boot image chosen once, the deadline, gIB's digest), no cloud state",
         always,
     ),
     "gcp:cloudscheduler/job:Job": ("plain delete (before the node pool its URI names)", always),
@@ -59,6 +59,9 @@ DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
     "gcp:container/nodePool:NodePool": ("deleted before its cluster; already gone after the deadline is fine", always),
     "gcp:serviceaccount/account:Account": ("plain delete", always),
     "gcp:projects/iAMMember:IAMMember": ("removes only its own binding", always),
+    # Soft-deleted for 7 days; the id carries the deadline's hash, so the next `up` never needs it back
+    # (components/gke_deadline.py role_id).
+    "gcp:projects/iAMCustomRole:IAMCustomRole": ("deleted (soft, 7 days) after the grant that names it", always),
     "gcp:storage/bucket:Bucket": (
         "force_destroy empties it on delete; no soft-deleted copies stay",
         lambda i: (
@@ -79,6 +82,8 @@ K8S_DESTROYABLE = {
     "kubernetes:networking.k8s.io/v1:NetworkPolicy",
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
     "kubernetes:networking.gke.io/v1:Network",
     "kubernetes:networking.gke.io/v1:GKENetworkParamSet",
 }

@@ -127,7 +127,7 @@ def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platfo
     assert listed["DOCA-OFED"] == "no (inbox rdma-core)"
     assert listed["gIB NCCL"] == f"nccl-gib {installer.NCCL_GIB_VERSION} (apt, held)"
     gke = dict(plan.install_list(cfg("gke-b200")))
-    assert gke["gIB NCCL"] == f"{gke_gib.GIB_IMAGE} (DaemonSet)"
+    assert gke["gIB NCCL"] == f"{gke_gib.GIB_IMAGE} (DaemonSet; by the digest looked up at the first deploy)"
     off = dict(plan.install_list(cfg("gke-b200", ncclGib=False)))
     assert off["gIB NCCL"].startswith("no (ncclGib=false")
 

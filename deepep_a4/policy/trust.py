@@ -1,0 +1,208 @@
+"""The pack's trust rules: what no one should deploy, whatever the stack's config says.
+
+Like rules.py, each takes a resource type token and its properties (camelCase) and returns violations;
+rules.py registers them. They refuse: IAM grants to everyone (allUsers, allAuthenticatedUsers), a bucket
+anyone could be granted (no public-access prevention or no uniform bucket-level access), service-account
+keys, firewall rules and control-plane authorized networks that cover every address (one CIDR or pieces
+that add up to it), the host's PID namespace and root file system outside the installer, the host's network
+outside the installer and the RDMA benchmark Jobs, and container images without a digest.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from scripts import names
+
+PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+BUCKET = "gcp:storage/bucket:Bucket"
+SA_KEY = "gcp:serviceaccount/key:Key"
+FIREWALL = "gcp:compute/firewall:Firewall"
+CLUSTER = "gcp:container/cluster:Cluster"
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# The objects that may use the host's namespaces, by kind, namespace and name (components/gke_objects.py,
+# gke_bench.py): the installer DaemonSet (host PID, the host's root), and the benchmark Jobs that run over
+# RDMA (the host's network with `podNetworking: hostNetwork`).
+INSTALLER = ("kubernetes:apps/v1:DaemonSet", names.NAMESPACE, names.INSTALLER_NAME)
+RDMA_JOBS = {("kubernetes:batch/v1:Job", names.NAMESPACE, f"deepep-{t}") for t in ("internode", "low-latency")}
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "kubernetes:core/v1:Pod": ("spec",),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+Props = Mapping[str, Any]
+
+
+def _get(props: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(props, Mapping):
+            return None
+        props = props.get(key)
+    return props
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+# -- IAM for everyone --------------------------------------------------------------------------------
+
+
+def _members(type_: str, props: Props) -> Iterator[str]:
+    """Every principal an IAM member, binding or policy resource of any Google service grants."""
+    if not type_.startswith("gcp:"):
+        return
+    kind = type_.rsplit(":", 1)[-1]
+    if kind.endswith("IAMMember") or kind.endswith("IamMember"):
+        yield str(props.get("member") or "")
+    if kind.endswith(("IAMBinding", "IamBinding")):
+        yield from (str(m) for m in _list(props.get("members")))
+    if kind.endswith(("IAMPolicy", "IamPolicy")) and isinstance(props.get("policyData"), str):
+        try:
+            policy = json.loads(props["policyData"])
+        except ValueError:
+            return
+        for binding in _list(_get(policy, "bindings")):
+            yield from (str(m) for m in _list(_get(binding, "members")))
+    if "AccessControl" in kind or kind.endswith(("ACL", "Acl")):  # legacy bucket and object ACLs
+        yield str(props.get("entity") or "")
+        yield from (str(e).split(":", 1)[-1] for e in _list(props.get("roleEntities")))
+
+
+def no_public_iam(type_: str, props: Props) -> list[str]:
+    public = sorted({m for m in _members(type_, props) if m in PUBLIC_MEMBERS})
+    return [f"grants {', '.join(public)}: everyone on the internet; grant named principals only"] if public else []
+
+
+# -- public buckets ----------------------------------------------------------------------------------
+
+
+def no_public_bucket(type_: str, props: Props) -> list[str]:
+    if type_ != BUCKET:
+        return []
+    problems = []
+    if props.get("publicAccessPrevention") != "enforced":
+        problems.append("bucket without publicAccessPrevention: enforced (a grant could make it public)")
+    if props.get("uniformBucketLevelAccess") is not True:
+        problems.append("bucket without uniformBucketLevelAccess: object ACLs could make objects public")
+    return problems
+
+
+# -- service account keys ----------------------------------------------------------------------------
+
+
+def no_service_account_key(type_: str, props: Props) -> list[str]:
+    del props
+    if type_ == SA_KEY:
+        return ["a service-account key is a long-lived secret: act as the account (impersonation) instead"]
+    return []
+
+
+# -- every address, in one CIDR or in pieces ----------------------------------------------------------
+
+
+def covers_every_address(cidrs: list[Any]) -> bool:
+    """True when the ranges, collapsed, are all of IPv4 or all of IPv6 (0.0.0.0/1 + 128.0.0.0/1 too)."""
+    nets: dict[int, list[Any]] = {4: [], 6: []}
+    for text in cidrs:
+        try:
+            net = ipaddress.ip_network(str(text).strip(), strict=False)
+        except ValueError:
+            continue
+        nets[net.version].append(net)
+    for version, found in nets.items():
+        whole = ipaddress.ip_network("0.0.0.0/0" if version == 4 else "::/0")
+        if found and list(ipaddress.collapse_addresses(found)) == [whole]:  # type: ignore[arg-type]
+            return True
+    return False
+
+
+def no_every_address(type_: str, props: Props) -> list[str]:
+    if type_ == FIREWALL and props.get("disabled") is not True and _list(props.get("allows")):
+        direction = str(props.get("direction") or "INGRESS").upper()
+        ranges = _list(props.get("sourceRanges" if direction == "INGRESS" else "destinationRanges"))
+        if direction == "INGRESS" and covers_every_address(ranges):
+            return [f"firewall allows ingress from every address ({', '.join(map(str, ranges))}): narrow it"]
+    if type_ == CLUSTER:
+        blocks = [_get(b, "cidrBlock") for b in _list(_get(props, "masterAuthorizedNetworksConfig", "cidrBlocks"))]
+        if covers_every_address(blocks):
+            return [f"control plane authorized networks cover every address ({', '.join(map(str, blocks))})"]
+    return []
+
+
+# -- the host's namespaces and root ------------------------------------------------------------------
+
+
+def _pod(type_: str, props: Props) -> tuple[tuple[str, str, str], Any] | None:
+    """(kind, namespace, name) and the pod spec of an object that runs pods. The namespace comes from the
+    Namespace object's output, which a preview may not know yet: unknown counts as the program's own."""
+    path = POD_SPEC_PATHS.get(type_)
+    if path is None:
+        return None
+    meta = props.get("metadata") or {}
+    who = (type_, str(_get(meta, "namespace") or names.NAMESPACE), str(_get(meta, "name") or ""))
+    return who, _get(props, *path) or {}
+
+
+def host_namespaces_only_where_needed(type_: str, props: Props) -> list[str]:
+    found = _pod(type_, props)
+    if found is None:
+        return []
+    who, spec = found
+    installer = who == INSTALLER
+    problems = []
+    if spec.get("hostPID") is True and not installer:
+        problems.append("hostPID outside the installer DaemonSet: the pod sees and can signal every host process")
+    roots = [
+        v.get("name")
+        for v in _list(spec.get("volumes"))
+        if isinstance(_get(v, "hostPath", "path"), str) and posixpath.normpath(v["hostPath"]["path"]) in ("/", "//")
+    ]
+    if roots and not installer:
+        problems.append(f"hostPath / ({', '.join(map(str, roots))}) outside the installer: the host's whole disk")
+    if spec.get("hostNetwork") is True and not installer and who not in RDMA_JOBS:
+        problems.append("hostNetwork outside the installer and the RDMA benchmark Jobs: the node's network and ports")
+    return problems
+
+
+# -- images by digest --------------------------------------------------------------------------------
+
+
+def images_by_digest(type_: str, props: Props) -> list[str]:
+    found = _pod(type_, props)
+    if found is None:
+        return []
+    _, spec = found
+    bad = [
+        f"{c.get('name', '?')}={c.get('image')}"
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for c in _list(spec.get(key))
+        if isinstance(c, Mapping) and isinstance(c.get("image"), str) and not DIGEST.search(c["image"])
+    ]
+    return [f"image(s) without @sha256:<digest>: {', '.join(bad)} (a tag can move to other bytes)"] if bad else []
+
+
+RESOURCE_RULES = {
+    "no-public-iam": ("No IAM grant or ACL to allUsers or allAuthenticatedUsers.", no_public_iam),
+    "no-public-bucket": ("Buckets enforce public-access prevention and uniform bucket-level access.", no_public_bucket),
+    "no-service-account-key": ("No service-account keys.", no_service_account_key),
+    "no-every-address": (
+        "No firewall rule or authorized network covers every address, in one CIDR or in pieces.",
+        no_every_address,
+    ),
+    "host-namespaces-only-where-needed": (
+        "hostPID and hostPath / only in the installer; hostNetwork only there and in the RDMA benchmark Jobs.",
+        host_namespaces_only_where_needed,
+    ),
+    "images-by-digest": ("Every container image is pinned by digest.", images_by_digest),
+}
