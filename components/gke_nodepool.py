@@ -45,8 +45,14 @@ NODE_ROLES = (
 # account, which is what limits the nodes here (NODE_ROLES).
 NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
-# Our installer pins the driver, so GKE must not install its own (field report R2's gpu-driver-version=disabled).
+# host-install: our installer pins the driver, so GKE must not install its own (field report R2's
+# gpu-driver-version=disabled). supported: GKE installs it on COS, as Google's A4 GPUDirect-RDMA guide requires
+# (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-rdma: COS node image,
+# gpu-driver-version DEFAULT or LATEST).
 GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
+# supported: COS, the only image Google supports GPUDirect RDMA on for A4 (cluster-toolkit modules/compute/
+# gke-node-pool's default image_type COS_CONTAINERD, which examples/gke-a4/gke-a4.yaml keeps); host-install: Ubuntu.
+NODE_IMAGE_TYPES = {"supported": "COS_CONTAINERD", "host-install": "UBUNTU_CONTAINERD"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 # Node upgrades replace one node at a time without a surge node: Google's default for GPU pools
@@ -132,6 +138,7 @@ class A4NodePoolArgs:
     boot_disk_gb: int
     local_ssd_count: int
     gpu_driver: str
+    image_type: str
     release_channel: str
     resource_labels: dict[str, str]
     cluster: gcp.container.Cluster
@@ -162,6 +169,7 @@ class A4NodePoolArgs:
             boot_disk_gb=cfg.boot_disk_gb,
             local_ssd_count=cfg.local_ssd_count,
             gpu_driver=cfg.gke.gpu_driver,
+            image_type=NODE_IMAGE_TYPES[cfg.node_profile],
             release_channel=cfg.gke.release_channel,
             resource_labels=cfg.labels,
         )
@@ -241,15 +249,19 @@ class A4NodePool(pulumi.ComponentResource):
                         ),
                     )
                 ],
-                image_type="UBUNTU_CONTAINERD",
+                image_type=args.image_type,
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=args.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
-                # No explicit gVNIC flag (field report R2's node-pool command has none): GKE documents that
-                # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
-                # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
-                # NVIDIA driver, gdrdrv); integrity monitoring stays on.
-                **node_identity(service_account, secure_boot=False),
+                # The gVNIC flag only on COS, as cluster-toolkit's gke-node-pool sets it (GKE documents it for COS
+                # images only; field report R2's Ubuntu node-pool command has none); A4's NICs are gVNIC anyway.
+                gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True)
+                if args.image_type == "COS_CONTAINERD"
+                else None,
+                # host-install: secure boot is off because the installer loads unsigned kernel modules
+                # (DOCA-OFED, the NVIDIA driver, gdrdrv). COS loads only GKE's signed driver: secure boot on, as
+                # on the system pool. Integrity monitoring stays on either way.
+                **node_identity(service_account, secure_boot=args.image_type == "COS_CONTAINERD"),
                 labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
                 # The provider's default labels stop at the pool: these mark the node VMs themselves.
                 resource_labels=args.resource_labels,

@@ -74,6 +74,7 @@ class GkeOptions:
     gpu_driver: str
     pod_networking: str
     container_image: str
+    installer_image: str = "ubuntu:24.04"  # the supported profile's staging container (no host namespaces)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,14 @@ class StackConfig:
     gke: GkeOptions
     gce: GceOptions
     benchmarks: BenchmarkOptions
+    # supported: Google's node image and driver, user space staged from the store; host-install: the field
+    # reports' path (keys.py NODE_PROFILES).
+    node_profile: str = "supported"
+
+    @property
+    def staged(self) -> bool:
+        """The supported profile: nothing is installed on the host, the user space is staged from the store."""
+        return self.node_profile == "supported"
 
     @property
     def shape(self) -> MachineShape:

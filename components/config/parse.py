@@ -15,9 +15,11 @@ from components.config.rules import (
     check_gce,
     check_identity,
     check_network,
+    check_node_profile,
     check_runtime,
     check_store,
     parse_ttl,
+    profile_defaults,
 )
 from components.config.rules_versions import check_versions
 
@@ -66,10 +68,13 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         value = _coerce(key, raw[key.name], problems) if key.name in raw else key.default
         if key.kind is list and isinstance(value, list):
             value = tuple(value)
-        if key.choices and value not in key.choices:
+        # An empty default means "the node profile's own" (rules.profile_defaults), never a choice to make.
+        if key.choices and value not in key.choices and not (value == "" == key.default):
             problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
         v[key.name] = value
 
+    profile_defaults(v, set(raw))
+    check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
@@ -148,6 +153,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             gpu_driver=v["gkeGpuDriver"],
             pod_networking=v["podNetworking"],
             container_image=v["containerImage"],
+            installer_image=v["installerImage"],
         ),
         gce=model.GceOptions(image=v["gceImage"], termination_action=v["terminationAction"]),
         benchmarks=model.BenchmarkOptions(
@@ -162,6 +168,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             gate_ratio=float(v["benchGateRatio"]),
             repeats=v["benchRepeats"],
         ),
+        node_profile=v["nodeProfile"],
     )
 
 

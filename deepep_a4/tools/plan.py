@@ -23,7 +23,7 @@ from typing import Any
 import click
 import pulumi
 
-from components import config, gke_gib, installer
+from components import config, gke_gib, installer, staging
 from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
 
@@ -279,7 +279,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         print("Outputs:")
         for key, value in result.outputs.items():
             print(f"  {key}: {_short(value)}")
-        print("Installed on every node:")
+        print("Staged on every node (nodeProfile supported):" if cfg.staged else "Installed on every node:")
         for what, version in installs:
             print(f"  {what:<10} {version}")
         for line in cost.render(estimate):
@@ -296,8 +296,37 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     return 0
 
 
+def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
+    """nodeProfile=supported: what the node image brings and what is staged from the store."""
+    v = cfg.versions
+    if cfg.platform == "gke":
+        image, driver = "COS_CONTAINERD (GKE)", f"GKE's {cfg.gke.gpu_driver} (GKE's driver installer)"
+        stager = cfg.gke.installer_image + (
+            "" if "@sha256:" in cfg.gke.installer_image else " (stand-in tag: pin a digest)"
+        )
+    else:
+        ref = cfg.gce.image_ref
+        image, driver = ref.family or ref.name, f"the image's NVIDIA {ref.driver_branch} (recorded by verify-staged)"
+        stager = "the VM's startup script"
+    gib = (
+        f"{gke_gib.GIB_IMAGE} (DaemonSet)" if cfg.platform == "gke" else f"nccl-gib {installer.NCCL_GIB_VERSION} (apt)"
+    )
+    return [
+        ("node image", image),
+        ("driver", driver),
+        ("RDMA", "the kernel's mlx5 driver; rdma-core staged (no DOCA-OFED, no PeerMappingOverride, no reboot)"),
+        ("staged by", stager),
+        ("staged", f"Python {staging.PYTHON_ABI}, PyTorch {v.torch}, rdma-core {staging.RDMA_CORE_VERSION}"),
+        ("NVSHMEM", f"{v.nvshmem} ({'built from source' if v.nvshmem_source == 'source' else 'pip wheel'}, IBGDA)"),
+        ("DeepEP", v.deepep_ref + (" + PR #466" if v.deepep_pr466 else " (no PR #466)")),
+        ("gIB NCCL", gib if cfg.installer.nccl_gib else "no (ncclGib=false: NCCL's own IB transport)"),
+    ]
+
+
 def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     """What the installer puts on every node, as the plan shows it before anything is paid for."""
+    if cfg.staged:
+        return staged_list(cfg)
     v = cfg.versions
     image_branch = cfg.gce.image_ref.driver_branch if cfg.platform == "gce" else ""
     if image_branch:
