@@ -238,12 +238,14 @@ def _run(m: Machine, installer_dir: Path, store: Path) -> subprocess.CompletedPr
 
 def test_staged_phases_stage_the_parts_record_the_node_and_write_the_env(tmp_path: Path) -> None:
     m, out, cfg = _staged_machine(tmp_path)
+    (m.sys / "proc/kallsyms").write_text("0000000000000000 T ib_umem_dmabuf_get\n")  # as a 6.8 kernel lists it
     proc = _run(m, out, _fill_store(tmp_path, cfg, "gce"))
     assert proc.returncode == 0, proc.stderr
     node = json.loads((m.root / "state/node.json").read_text())
     assert node["driver"] == "580.95.05" and node["module"] == "open"
     assert node["hcaPrefix"] == "rocep" and node["verbsDevices"] == 8
-    assert node["nvidiaPeermem"] == "absent" and node["deviceToHca"].startswith("0:rocep")
+    assert node["nvidiaPeermem"] == "absent" and node["dmabuf"] == "kernel"
+    assert node["deviceToHca"].startswith("0:rocep")
     env = (m.root / "unified-env.sh").read_text()
     assert "NVSHMEM_HCA_PREFIX=rocep" in env and "NVSHMEM_DISABLE_GDRCOPY=1" in env
     assert (m.root / "rdma-core/etc/libibverbs.d/mlx5.driver").read_text() == (

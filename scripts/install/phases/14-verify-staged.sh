@@ -97,7 +97,7 @@ imports_ok() {
 }
 
 phase_run() {
-  local waited build flavour prefix mapping="" hcas peermem host_rdma params ldpath devices
+  local waited build flavour prefix mapping="" hcas peermem dmabuf host_rdma params ldpath devices
   : >"$STATE/verify-staged.out"
   waited="$(wait_for_driver)"
   build="$(driver_build)" flavour="$(driver_flavour)"
@@ -108,6 +108,9 @@ phase_run() {
   hcas="$(hca_names | tr '\n' ' ')"
   prefix="$(hca_scheme "$(first_hca)")"
   [[ -e $SYS/sys/module/nvidia_peermem ]] && peermem=loaded || peermem=absent
+  # GPU memory registration without nvidia-peermem goes through dma-buf: the RDMA core's ib_umem_dmabuf_get
+  # (kernel 5.12+) with the open module; the kernel's symbol table says whether the running kernel has it.
+  if grep -qw ib_umem_dmabuf_get "$SYS/proc/kallsyms" 2>/dev/null; then dmabuf=kernel; else dmabuf=unknown; fi
   [[ -e $SYS/usr/lib/x86_64-linux-gnu/libibverbs.so.1 ]] && host_rdma=present || host_rdma=absent
   params="$(grep -ao 'RegistryDwords: .*' "$SYS/proc/driver/nvidia/params" 2>/dev/null || true)"
   params="${params//[\"\\]/}" # into a JSON string as it is: no quotes, no backslashes
@@ -122,11 +125,11 @@ phase_run() {
   if [[ -n $prefix ]] && hcas_ok; then mapping="$(device_to_hca_mapping)"; fi
   cat >"$STATE/node.json.tmp" <<JSON
 {"driver": "$build", "module": "$flavour", "driverWaitSeconds": $waited, "hcaPrefix": "$prefix", "hcas": "${hcas% }",
- "verbsDevices": ${devices:-0}, "nvidiaPeermem": "$peermem", "hostRdmaCore": "$host_rdma", "registryDwords": "${params#RegistryDwords: }",
+ "verbsDevices": ${devices:-0}, "nvidiaPeermem": "$peermem", "dmabuf": "$dmabuf", "hostRdmaCore": "$host_rdma", "registryDwords": "${params#RegistryDwords: }",
  "deviceToHca": "$mapping", "profile": "$NODE_PROFILE", "target": "$DEEPEP_TARGET"}
 JSON
   mv "$STATE/node.json.tmp" "$STATE/node.json"
-  phase_note "driver $build $flavour; HCAs ${prefix:-none}* x$(wc -w <<<"$hcas"); nvidia-peermem $peermem; host rdma-core $host_rdma"
+  phase_note "driver $build $flavour; HCAs ${prefix:-none}* x$(wc -w <<<"$hcas"); nvidia-peermem $peermem; dma-buf $dmabuf; host rdma-core $host_rdma"
   if ((${#FAILED[@]})); then
     die "$(printf '%s; ' "${FAILED[@]}")(details: $STATE/verify-staged.out)"
   fi
