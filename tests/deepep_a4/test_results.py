@@ -380,7 +380,8 @@ def test_unknown_stack_lists_the_available_ones(tmp_path: Path) -> None:
     proc = run_cli("--stack", "nosuch", "--out", str(tmp_path / "out"))
     assert proc.returncode == 2
     line = one_line_error(proc)
-    assert line == "error: no stack file stacks/Pulumi.nosuch.yaml (stacks: gce-b200, gke-b200)"
+    assert line.startswith("error: no stack file stacks/Pulumi.nosuch.yaml (stacks: ")
+    assert "gce-b200" in line and "gke-b200" in line
 
 
 def test_a_known_stack_is_not_refused() -> None:
