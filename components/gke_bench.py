@@ -57,7 +57,9 @@ from components.gke_objects import (
     ready_check,
 )
 from components.gke_rendezvous import bench_network_policies
-from scripts import payload
+from scripts import names, payload
+
+_STAGED = names.install_paths("gke", staged=True)
 
 
 def runner_files() -> dict[str, str]:
@@ -79,26 +81,42 @@ def interfaces_annotation(cfg: StackConfig, rdma_network_names: Sequence[str]) -
     return json.dumps(ifaces)
 
 
-def bench_command() -> list[str]:
+def node_paths(cfg: StackConfig) -> dict[str, str]:
+    """Where the node's user space lies: the host install under the driver's folder, or the staged root."""
+    return _STAGED if cfg.staged else node_paths_default()
+
+
+def bench_command(cfg: StackConfig | None = None) -> list[str]:
     """The container's command: the installer's env file (sourced once, here), its python, the runner.
 
     No apt, no pip. The runner inherits this environment (no --env-file: a second load would start from
     an empty one and drop the GPU device plugin's library path set in the pod spec).
     """
+    paths = node_paths(cfg) if cfg else node_paths_default()
+    env_file, python = paths["env"], paths["python"]
     script = f"""set -euo pipefail
-if [ ! -f {ENV_FILE} ]; then
-  echo "[runner] error the installer's env file {ENV_FILE} is missing: is the node installed?"; exit {RUNNER_USAGE_EXIT}
+if [ ! -f {env_file} ]; then
+  echo "[runner] error the installer's env file {env_file} is missing: is the node installed?"; exit {RUNNER_USAGE_EXIT}
 fi
-set -a; . {ENV_FILE}; set +a
+set -a; . {env_file}; set +a
 unset TORCH_NCCL_USE_COMM_NONBLOCKING
-echo "[runner] env sourced {ENV_FILE}"
-python={DEEPEP_PYTHON}
+echo "[runner] env sourced {env_file}"
+python={python}
 if ! "$python" -c 'import torch, deep_ep' > /dev/null; then
   echo "[runner] error $python cannot import torch and deep_ep in this container (see above)"; exit {RUNNER_USAGE_EXIT}
 fi
-exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {DEEPEP_DIR} --gib-dir {GIB_DIR} --results-dir {RESULTS_DIR}
+exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {paths["deepep"]} --gib-dir {GIB_DIR} --results-dir {RESULTS_DIR}
 """
     return ["bash", "-c", script]
+
+
+def node_paths_default() -> dict[str, str]:
+    return {"root": HOST_NVIDIA, "env": ENV_FILE, "python": DEEPEP_PYTHON, "deepep": DEEPEP_DIR, "state": STATE_DIR}
+
+
+# nodeProfile=supported, RDMA tests: no gdrdrv module can load on COS or the accelerator image, and NVSHMEM's INFO
+# lines name the IBGDA path it took (GPU handler or CPU-assisted), which the runner records (troubleshooting T09).
+STAGED_RDMA_ENV = {"NVSHMEM_DISABLE_GDRCOPY": "1", "NVSHMEM_DEBUG": "INFO"}
 
 
 def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
@@ -114,6 +132,8 @@ def bench_env(cfg: StackConfig, test: str) -> list[dict[str, Any]]:
     if not security.bench_needs_rdma(test):
         # On the pod network the pod has eth0 only (the runner keeps a value set here).
         env.append({"name": "NCCL_SOCKET_IFNAME", "value": "eth0"})
+    if cfg.staged and security.bench_needs_rdma(test):
+        env += [{"name": k, "value": v} for k, v in STAGED_RDMA_ENV.items()]
     if test == "internode":
         env += [
             {"name": "WORLD_SIZE", "value": str(cfg.node_count)},
@@ -141,7 +161,7 @@ WAIT_INSTALLED_SECONDS = 20  # between checks of the installer's state on the no
 
 def wait_installed_container(cfg: StackConfig, installed_hash: str) -> dict[str, Any]:
     """Waits until the installer finished on this node with this version set (the Job's deadline bounds it)."""
-    check = ready_check(STATE_DIR)
+    check = ready_check(node_paths(cfg)["state"])
     return {
         "name": "wait-installed",
         "image": security.image(cfg),
@@ -149,7 +169,7 @@ def wait_installed_container(cfg: StackConfig, installed_hash: str) -> dict[str,
         "env": [{"name": "VERSIONS_HASH", "value": installed_hash}],
         "security_context": {**security.UNPRIVILEGED, "run_as_non_root": True, "run_as_user": security.BENCH_UID},
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
-        "volume_mounts": [{"name": "install-root", "mount_path": HOST_NVIDIA, "read_only": True}],
+        "volume_mounts": [{"name": "install-root", "mount_path": node_paths(cfg)["root"], "read_only": True}],
     }
 
 
@@ -162,6 +182,7 @@ def on_host_network(cfg: StackConfig, test: str) -> bool:
 def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], installed_hash: str) -> dict[str, Any]:
     host_network = on_host_network(cfg, test)
     flex_start = cfg.provisioning == "flex-start"
+    root = node_paths(cfg)["root"]
     spec: dict[str, Any] = {
         "restart_policy": "Never",
         "automount_service_account_token": False,
@@ -178,7 +199,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {
                 "name": BENCH_CONTAINER,
                 "image": security.image(cfg),
-                "command": bench_command(),
+                "command": bench_command(cfg),
                 "env": bench_env(cfg, test),
                 "security_context": security.bench_container_security(cfg, test),
                 "resources": {
@@ -187,7 +208,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
                 },
                 "volume_mounts": [
                     {"name": "runner", "mount_path": RUNNER_DIR, "read_only": True},
-                    {"name": "install-root", "mount_path": HOST_NVIDIA, "read_only": True},
+                    {"name": "install-root", "mount_path": root, "read_only": True},
                     {"name": "gib", "mount_path": GIB_DIR, "read_only": True},
                     {"name": "results", "mount_path": RESULTS_DIR},
                     {"name": "dshm", "mount_path": "/dev/shm"},  # noqa: S108 - a memory emptyDir for NCCL
@@ -202,7 +223,7 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
         ],
         "volumes": [
             {"name": "runner", "config_map": {"name": runner_cm, "default_mode": 0o644}},
-            {"name": "install-root", "host_path": {"path": HOST_NVIDIA, "type": "Directory"}},
+            {"name": "install-root", "host_path": {"path": root, "type": "Directory"}},
             {"name": "gib", "host_path": {"path": GIB_HOST_DIR, "type": "DirectoryOrCreate"}},
             {"name": "results", "empty_dir": {}},
             # Google's A4 NCCL tests give /dev/shm 250Gi; it counts against the memory limit.
@@ -212,6 +233,11 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {"name": "verbs-config", "host_path": {"path": VERBS_CONFIG_HOST_DIR, "type": "Directory"}},
         ],
     }
+    if cfg.staged:
+        # The staged libibverbs names its provider by absolute path: no provider folder of the image is used.
+        container = spec["containers"][0]
+        container["volume_mounts"] = [m for m in container["volume_mounts"] if not m["name"].startswith("verbs-")]
+        spec["volumes"] = [v for v in spec["volumes"] if not v["name"].startswith("verbs-")]
     if flex_start:
         spec["init_containers"] = [wait_installed_container(cfg, installed_hash)]
     if host_network:

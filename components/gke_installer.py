@@ -1,7 +1,9 @@
 """The installer DaemonSet: the rendered installer on every A4 node, Ready only where it finished.
 
-A privileged init container copies the installer (a ConfigMap) to the host and runs it in the host's
-namespaces (scripts/gke/installer-init.sh); a small unprivileged main container stays Running and
+nodeProfile=host-install: a privileged init container copies the installer (a ConfigMap) to the host and runs
+it in the host's namespaces (scripts/gke/installer-init.sh). nodeProfile=supported: the init container stages
+the user space in its own image, entering no host namespace (scripts/gke/stage-init.sh, components/gke_stage.py).
+Either way a small unprivileged main container stays Running and
 is Ready only while the node's status file says ready for this version set, so Pulumi's DaemonSet await
 means "installed on every A4 node".
 """
@@ -16,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import artifacts, installer
+from components import artifacts, gke_stage, installer
 from components import gke_pod_security as security
 from components.config import StackConfig
 from components.gke_node_policy import InstallerNodePolicy
@@ -61,6 +63,7 @@ def versions_hash(cfg: StackConfig, files: dict[str, str]) -> str:
     """Names the installed version set: the stack's versions and options and the installer's text."""
     doc = {
         "versions": asdict(cfg.versions),
+        "profile": cfg.node_profile,
         "installer": asdict(cfg.installer),
         "nvshmem": asdict(cfg.nvshmem),
         "gpuDriver": cfg.gke.gpu_driver,
@@ -99,13 +102,14 @@ class InstallerArgs:
     namespace: pulumi.Input[str]
 
 
-def init_env(versions: str) -> list[dict[str, Any]]:
-    """What the init-container script (scripts/gke/installer-init.sh) reads from its environment."""
+def init_env(versions: str, staged: bool = False) -> list[dict[str, Any]]:
+    """What the init-container script (scripts/gke/installer-init.sh or stage-init.sh) reads from its environment."""
+    paths = gke_stage.PATHS if staged else {"root": INSTALL_ROOT, "state": STATE_DIR, "status": STATUS_FILE}
     values = {
         "VERSIONS_HASH": versions,
-        "INSTALL_ROOT": INSTALL_ROOT,
-        "STATE_DIR": STATE_DIR,
-        "STATUS_FILE": STATUS_FILE,
+        "INSTALL_ROOT": paths["root"],
+        "STATE_DIR": paths["state"],
+        "STATUS_FILE": paths["status"],
         "INSTALLER_ENTRY": INSTALLER_ENTRY,
         "EXIT_REBOOT": str(REBOOT_EXIT),
         "REBOOT_WAIT_SECONDS": str(REBOOT_WAIT_SECONDS),
@@ -121,12 +125,18 @@ class InstallerDaemonSet(pulumi.ComponentResource):
     def __init__(self, name: str, args: InstallerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:InstallerDaemonSet", name, None, opts)
         cfg, namespace = args.cfg, args.namespace
+        staged = cfg.staged  # nodeProfile=supported: stage the user space in the container (gke_stage.py)
         files = installer_files(cfg)  # the rendered installer, {relative path: text}
         self.versions_hash = versions_hash(cfg, files)
-        image = security.image(cfg)
+        image = gke_stage.image(cfg) if staged else security.image(cfg)
         # Scanner findings this DaemonSet accepts, with the reason for each.
-        skips = security.INSTALLER_SKIPS | security.image_skips(cfg)
-        script = artifacts.publish("gke/installer-daemonset/init.sh", payload.gke_installer_init())
+        skips = (
+            gke_stage.STAGE_SKIPS | gke_stage.image_skips(cfg)
+            if staged
+            else security.INSTALLER_SKIPS | security.image_skips(cfg)
+        )
+        init = payload.gke_stage_init() if staged else payload.gke_installer_init()
+        script = artifacts.publish("gke/installer-daemonset/init.sh", init)
 
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-files",
@@ -162,8 +172,14 @@ class InstallerDaemonSet(pulumi.ComponentResource):
         # The installer serves nothing: no ingress at all.
         self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
         items = [{"key": configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
-        env = init_env(self.versions_hash)
+        env = init_env(self.versions_hash, staged)
         pod_labels = {**INSTALLER_LABELS}
+        volume_items = [*items, {"key": "daemonset-init.sh", "path": "daemonset-init.sh", "mode": 0o755}]
+        ready = ready_container(image, self.versions_hash)
+        if staged:
+            pod_spec = gke_stage.pod_spec(image, env, ready, self.config_map.metadata.name, volume_items)
+        else:
+            pod_spec = host_pod_spec(image, env, ready, self.config_map.metadata.name, volume_items)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
             # Pulumi awaits the DaemonSet until every pod is Ready: a cold install and its reboot.
@@ -182,77 +198,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                             "labels": pod_labels,
                             "annotations": {VERSIONS_ANNOTATION: self.versions_hash},
                         },
-                        "spec": {
-                            "service_account_name": INSTALLER_NAME,
-                            # No token in every container: only the init container, which labels the node,
-                            # mounts one (a projected, pod-bound, expiring token: KUBE_API_VOLUME).
-                            "automount_service_account_token": False,
-                            "priority_class_name": "system-node-critical",
-                            "node_selector": NODE_SELECTOR,
-                            "tolerations": [GPU_TOLERATION],
-                            "host_pid": True,
-                            "security_context": security.POD_SECURITY_CONTEXT,
-                            "termination_grace_period_seconds": 5,
-                            "init_containers": [
-                                {
-                                    "name": "install",
-                                    "image": image,
-                                    "command": ["bash", "/installer/daemonset-init.sh"],
-                                    "env": env,
-                                    "security_context": {"privileged": True},
-                                    "resources": INSTALLER_RESOURCES,
-                                    "volume_mounts": [
-                                        {"name": "host-root", "mount_path": "/host"},
-                                        {"name": "installer", "mount_path": "/installer", "read_only": True},
-                                        {"name": "kube-api", "mount_path": SA_DIR, "read_only": True},
-                                    ],
-                                }
-                            ],
-                            "containers": [
-                                {
-                                    "name": "ready",
-                                    "image": image,
-                                    "command": [
-                                        "sh",
-                                        "-c",
-                                        "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done",
-                                    ],
-                                    "env": [{"name": "VERSIONS_HASH", "value": self.versions_hash}],
-                                    "readiness_probe": {
-                                        "exec": {"command": ["sh", "-c", READY_CHECK]},
-                                        "period_seconds": 30,
-                                        "failure_threshold": 1,
-                                    },
-                                    "security_context": {
-                                        **security.UNPRIVILEGED,
-                                        "run_as_non_root": True,
-                                        "run_as_user": security.BENCH_UID,
-                                    },
-                                    "resources": {
-                                        "requests": {"cpu": "10m", "memory": "16Mi"},
-                                        "limits": {"memory": "32Mi"},
-                                    },
-                                    "volume_mounts": [
-                                        {"name": "state", "mount_path": "/deepep-state", "read_only": True}
-                                    ],
-                                }
-                            ],
-                            "volumes": [
-                                {"name": "host-root", "host_path": {"path": "/", "type": "Directory"}},
-                                {"name": "state", "host_path": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
-                                {
-                                    "name": "installer",
-                                    "config_map": {
-                                        "name": self.config_map.metadata.name,
-                                        "items": [
-                                            *items,
-                                            {"key": "daemonset-init.sh", "path": "daemonset-init.sh", "mode": 0o755},
-                                        ],
-                                    },
-                                },
-                                KUBE_API_VOLUME,
-                            ],
-                        },
+                        "spec": {"service_account_name": INSTALLER_NAME, **with_node_token(pod_spec)},
                     },
                 }
             ),
@@ -263,3 +209,71 @@ class InstallerDaemonSet(pulumi.ComponentResource):
             ),
         )
         self.register_outputs({"name": self.daemon_set.metadata.name, "versionsHash": self.versions_hash})
+
+
+def with_node_token(spec: dict[str, Any]) -> dict[str, Any]:
+    """No token in every container: only the init container, which labels the node, mounts one (a projected,
+    pod-bound, expiring token: KUBE_API_VOLUME)."""
+    init, *rest = spec["init_containers"]
+    init = {
+        **init,
+        "volume_mounts": [*init["volume_mounts"], {"name": "kube-api", "mount_path": SA_DIR, "read_only": True}],
+    }
+    return {
+        **spec,
+        "automount_service_account_token": False,
+        "init_containers": [init, *rest],
+        "volumes": [*spec["volumes"], KUBE_API_VOLUME],
+    }
+
+
+def ready_container(image: str, versions: str) -> dict[str, Any]:
+    """The main container: sleeps, and is Ready only while the node's status says ready for this version set."""
+    return {
+        "name": "ready",
+        "image": image,
+        "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait; done"],
+        "env": [{"name": "VERSIONS_HASH", "value": versions}],
+        "readiness_probe": {
+            "exec": {"command": ["sh", "-c", READY_CHECK]},
+            "period_seconds": 30,
+            "failure_threshold": 1,
+        },
+        "security_context": {**security.UNPRIVILEGED, "run_as_non_root": True, "run_as_user": security.BENCH_UID},
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+        "volume_mounts": [{"name": "state", "mount_path": "/deepep-state", "read_only": True}],
+    }
+
+
+def host_pod_spec(
+    image: str, env: list[dict[str, Any]], ready: dict[str, Any], config_map: Any, items: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """nodeProfile=host-install: a privileged init container that runs the installer in the host's namespaces."""
+    return {
+        "priority_class_name": "system-node-critical",
+        "node_selector": NODE_SELECTOR,
+        "tolerations": [GPU_TOLERATION],
+        "host_pid": True,
+        "security_context": security.POD_SECURITY_CONTEXT,
+        "termination_grace_period_seconds": 5,
+        "init_containers": [
+            {
+                "name": "install",
+                "image": image,
+                "command": ["bash", "/installer/daemonset-init.sh"],
+                "env": env,
+                "security_context": {"privileged": True},
+                "resources": INSTALLER_RESOURCES,
+                "volume_mounts": [
+                    {"name": "host-root", "mount_path": "/host"},
+                    {"name": "installer", "mount_path": "/installer", "read_only": True},
+                ],
+            }
+        ],
+        "containers": [ready],
+        "volumes": [
+            {"name": "host-root", "host_path": {"path": "/", "type": "Directory"}},
+            {"name": "state", "host_path": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
+            {"name": "installer", "config_map": {"name": config_map, "items": items}},
+        ],
+    }

@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config import StackConfig, provisioning
+from components.config import StackConfig, provisioning, versions
 from components.network import NicNetwork
 from components.options import depends_of
 from scripts import names
@@ -48,7 +48,10 @@ SYSTEM_NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
 # account, which is what limits the nodes here (NODE_ROLES).
 NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
-# Our installer pins the driver, so GKE must not install its own (field report R2's gpu-driver-version=disabled).
+# host-install: our installer pins the driver, so GKE must not install its own (field report R2's
+# gpu-driver-version=disabled). supported: GKE installs it on COS, as Google's A4 GPUDirect-RDMA guide requires
+# (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-rdma: COS node image,
+# gpu-driver-version DEFAULT or LATEST).
 GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -207,11 +210,15 @@ class A4NodePool(pulumi.ComponentResource):
                 disk_type="hyperdisk-balanced",
                 disk_size_gb=cfg.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
-                # No explicit gVNIC flag (field report R2's node-pool command has none): GKE documents that
-                # flag for COS images only, and A4's NICs are gVNIC by machine type anyway.
-                # Secure boot is off because the installer loads unsigned kernel modules (DOCA-OFED, the
-                # NVIDIA driver, gdrdrv); integrity monitoring stays on.
-                **node_identity(service_account, secure_boot=False),
+                # The gVNIC flag only on COS, as cluster-toolkit's gke-node-pool sets it (GKE documents it for COS
+                # images only; field report R2's Ubuntu node-pool command has none); A4's NICs are gVNIC anyway.
+                gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True)
+                if cfg.gke.image_type == versions.COS
+                else None,
+                # host-install: secure boot is off because the installer loads unsigned kernel modules
+                # (DOCA-OFED, the NVIDIA driver, gdrdrv). COS loads only GKE's signed driver: secure boot on, as
+                # on the system pool. Integrity monitoring stays on either way.
+                **node_identity(service_account, secure_boot=cfg.gke.image_type == versions.COS),
                 labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
                 # The provider's default labels stop at the pool: these mark the node VMs themselves.
                 resource_labels=cfg.labels,

@@ -17,7 +17,12 @@ the same for readers):
   Ubuntu and DOCA-OFED. The non-RDMA test (intranode) stays unprivileged and on the pod network even there;
 - with `podNetworking: multiNetwork` GKE's RDMA networks move the NICs into the pod and hand it their
   devices, so the RDMA benchmark stays unprivileged (root with `IPC_LOCK` only); unproven on Ubuntu with
-  DOCA-OFED: every Google multi-network A4 example runs on COS.
+  DOCA-OFED: every Google multi-network A4 example runs on COS;
+- with `nodeProfile: supported` (COS, GKE's driver) the RDMA benchmark is privileged root whatever the pod
+  networking, as the peers that run DeepEP on GKE B200 run it (llm-d): with GKE's driver there is no
+  PeerMappingOverride, and a root process may map the NIC for GPU-initiated IBGDA without it, else NVSHMEM
+  3.4.5+ falls back to CPU-assisted IBGDA (troubleshooting T09); the staging init container is not privileged
+  (components/gke_stage.py).
 
 Whatever the scanner (checkov, ci/gates/security.py) still flags is suppressed on the object
 itself, as `checkov.io/skipN: CHECK_ID=reason` annotations built here, so a reason travels with the
@@ -50,6 +55,10 @@ _ROOT_FOR_IPC_LOCK = "IPC_LOCK takes effect only for uid 0: Kubernetes grants a 
 _HOST_NETWORK = (
     "an RDMA test with podNetworking hostNetwork: the RDMA NICs are the host's, reached on its network only, "
     "and no device plugin hands /dev/infiniband to a host-network pod"
+)
+_STAGED_ROOT = (
+    "nodeProfile supported: root and privileged, so the GPU may map the NIC for IBGDA with GKE's driver (no "
+    "PeerMappingOverride there; troubleshooting T09)"
 )
 _CPU_LIMIT = "a CPU limit throttles the GPU proxy threads and skews the benchmark; the pod owns the node's 8 GPUs"
 
@@ -112,6 +121,13 @@ def bench_needs_rdma(test: str) -> bool:
 def bench_container_security(cfg: StackConfig, test: str) -> dict[str, Any]:
     if not bench_needs_rdma(test):
         return {**UNPRIVILEGED, "run_as_non_root": True, "run_as_user": BENCH_UID, "run_as_group": BENCH_UID}
+    if cfg.staged:
+        return {
+            "privileged": True,
+            "run_as_user": 0,
+            "read_only_root_filesystem": True,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        }
     if cfg.gke.pod_networking == "hostNetwork":
         # Privileged (the RDMA devices), yet its root file system stays read-only: it writes only emptyDirs.
         return {"privileged": True, "read_only_root_filesystem": True, "capabilities": {"add": ["IPC_LOCK"]}}
@@ -133,8 +149,10 @@ def bench_skips(cfg: StackConfig, test: str) -> dict[str, str]:
         skips["CKV_K8S_19"] = _HOST_NETWORK
     if bench_needs_rdma(test):
         reason = _HOST_NETWORK + ", so only a privileged container opens it" if host_network else _ROOT_FOR_IPC_LOCK
+        if cfg.staged:
+            reason = _STAGED_ROOT
         skips |= {"CKV_K8S_23": reason, "CKV_K8S_40": reason, "CKV_K8S_37": _IPC_LOCK, "CKV_K8S_25": _IPC_LOCK}
-        if host_network:
+        if host_network or cfg.staged:
             skips |= {"CKV_K8S_16": reason, "CKV_K8S_20": reason, "CKV_K8S_28": reason}
     return skips
 

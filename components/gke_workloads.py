@@ -73,6 +73,11 @@ POD_NETWORKING_LABELS = {
     "multiNetwork": "multiNetwork (unproven on Ubuntu with DOCA-OFED: every Google multi-network A4 example runs "
     "on COS)",
 }
+# nodeProfile=supported runs COS, where Google's A4 pod recipes take the RDMA NICs through multi-networking.
+STAGED_POD_NETWORKING_LABELS = {
+    "hostNetwork": "hostNetwork (privileged root RDMA pods on COS; Google's A4 COS examples use multiNetwork)",
+    "multiNetwork": "multiNetwork (privileged root RDMA pods on COS, as Google's A4 GPUDirect-RDMA guide runs them)",
+}
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,9 @@ def build_gke_workloads(
         "benchNamespace": w.namespace.metadata.name,
         "benchJobs": {t: j.metadata.name for t, j in w.benchmarks.jobs.items()},
         "installedVersionsHash": w.installer.versions_hash,
-        "podNetworking": POD_NETWORKING_LABELS[cfg.gke.pod_networking],
+        "podNetworking": (STAGED_POD_NETWORKING_LABELS if cfg.staged else POD_NETWORKING_LABELS)[
+            cfg.gke.pod_networking
+        ],
         "ncclGib": w.gib.image if w.gib is not None else "off (ncclGib=false): NCCL's built-in IB transport",
         "resultsCommand": ".venv/bin/deepep-a4 report --stack " + pulumi.get_stack(),
     }

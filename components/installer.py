@@ -23,7 +23,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 
-from components import artifacts
+from components import artifacts, staging
 from components.config import StackConfig, upstream, versions
 from scripts import names, payload
 
@@ -68,6 +68,29 @@ KEY_FINGERPRINTS: dict[str, tuple[str, ...]] = {
     "GPG-KEY-Mellanox": ("A024F6F0E6D6A281",),
 }
 REQUIRE_CHECKSUMS = True
+
+# The supported profile (nodeProfile=supported): the node image brings the driver, so only the staged user
+# space and its checks ship (components/staging.py); GCE keeps the gIB plugin's apt package.
+STAGED_PHASES: tuple[str, ...] = ("stage", "verify-staged")
+_STAGED_LEFT_OUT = (
+    "nodeProfile=supported: the driver and the RDMA stack come with the node image; nothing is installed on the host"
+)
+
+
+def node_phases(cfg: StackConfig, target: str) -> tuple[str, ...]:
+    """The phases that ship to a stack's node on `target`: the whole host install, or the staged profile's."""
+    if not cfg.staged:
+        return target_phases(target)[0]
+    return STAGED_PHASES + (("nccl-gib",) if target == "gce" else ())
+
+
+def left_out(cfg: StackConfig, target: str) -> dict[str, str]:
+    """The host-install phases a staged node does not ship, each with the reason (the status shows them)."""
+    shipped = node_phases(cfg, target)
+    if not cfg.staged:
+        return target_phases(target)[1]
+    return {p: _STAGED_LEFT_OUT for p in PHASES if p not in shipped}
+
 
 # PCI device ids per accelerator, for preflight before any driver is loaded.
 GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
@@ -170,6 +193,9 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
     # The plugin goes into its own folder and needs nothing else the installer puts on the node.
     deps["nccl-gib"] = ("preflight",)
     deps["verify"] = tuple(p for p in PHASES if p not in ("verify", "nccl-gib"))
+    if cfg.staged:
+        deps["stage"] = ()
+        deps["verify-staged"] = ("stage",)
     return deps
 
 
@@ -230,7 +256,10 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     values: dict[str, object] = {
         "DEEPEP_STACK": cfg.stack,
         "DEEPEP_TARGET": target,
-        "DEEPEP_DEFAULT_ROOT": profile.root if profile else INSTALL_ROOTS[target],
+        "DEEPEP_DEFAULT_ROOT": profile.root
+        if profile
+        else (staging.staged_root(cfg, target) if cfg.staged else INSTALL_ROOTS[target]),
+        "NODE_PROFILE": cfg.node_profile,
         # Shared with the DaemonSet and the GCE startup script (scripts/names.py).
         "REBOOT_EXIT": REBOOT_EXIT,
         "DOCA_OFED_VERSION": v.doca_ofed,
@@ -293,14 +322,19 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
         "BASE_PYTHON": "python3",
     }
-    phases, left_out = target_phases(target)
+    phases = node_phases(cfg, target)
+    left: dict[str, str] = left_out(cfg, target)
+    if cfg.staged and not profile:
+        # Where GKE's driver installer puts the driver on COS; the accelerator image's is the system's.
+        values["DRIVER_HOME"] = names.GKE_HOST_NVIDIA if target == "gke" else ""
+        values["STAGE_PARTS"] = " ".join(staging.PARTS)
     if profile:
         unknown = sorted(set(profile.values) - set(values))
         if unknown:
             raise ValueError(f"profile sets unknown installer values: {', '.join(unknown)}")
         values.update(profile.values)
         values["DEEPEP_TARGET"] = profile.target
-        phases, left_out = profile.phases, profile.left_out
+        phases, left = profile.phases, profile.left_out
     lines = [
         "# shellcheck shell=bash disable=SC2034  # read by run.sh, lib.sh and the phases",
         f"# deepep-a4 installer configuration: stack {cfg.stack}, target {target}.",
@@ -329,8 +363,12 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines += [f"  [{p}]={shlex.quote(' '.join(d))}" for p, d in ARTIFACT_DEPS.items()]
     lines.append(")")
     lines.append("declare -A LEFT_OUT=(")
-    lines += [f"  [{p}]={shlex.quote(why)}" for p, why in left_out.items()]
+    lines += [f"  [{p}]={shlex.quote(why)}" for p, why in left.items()]
     lines.append(")")
+    if cfg.staged and not profile:
+        lines.append("declare -A STAGE_OBJECTS=(")
+        lines += [f"  [{p}]={shlex.quote(rel)}" for p, rel in staging.objects(cfg, target).items()]
+        lines.append(")")
     return "\n".join(lines) + "\n"
 
 
@@ -344,7 +382,7 @@ def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
 
 
 def _render(cfg: StackConfig, target: str, profile: Profile | None = None) -> tuple[dict[str, str], str]:
-    scripts = _script_files(profile.phases if profile else target_phases(target)[0])
+    scripts = _script_files(profile.phases if profile else node_phases(cfg, target))
     body = _config_body(cfg, target, profile)
     digest = _hash(cfg, body, scripts)
     files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}

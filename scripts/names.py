@@ -15,11 +15,16 @@ PROJECT = "deepep-a4"
 GKE_HOST_NVIDIA = "/home/kubernetes/bin/nvidia"
 GKE_PLUGIN_NVIDIA = "/usr/local/nvidia"
 INSTALL_ROOTS = {"gke": f"{GKE_HOST_NVIDIA}/deepep", "gce": "/opt/deepep"}
+# The supported profile stages the user space here. On COS /home and /var are noexec except
+# /home/kubernetes/bin, where GKE's own installers put binaries (the driver under .../nvidia, gIB under .../gib):
+# cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem. Pods mount it at the same path,
+# so RPATHs and libibverbs' absolute provider paths hold in both.
+STAGED_ROOTS = {"gke": "/home/kubernetes/bin/deepep", "gce": "/opt/deepep"}
 
 
-def install_paths(platform: str) -> dict[str, str]:
+def install_paths(platform: str, staged: bool = False) -> dict[str, str]:
     """Where the installer puts its state, env file, DeepEP checkout and Python on `platform`'s host."""
-    root = INSTALL_ROOTS[platform]
+    root = (STAGED_ROOTS if staged else INSTALL_ROOTS)[platform]
     return {
         "root": root,
         "state": f"{root}/state",

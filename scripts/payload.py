@@ -66,6 +66,14 @@ def gke_installer_init() -> str:
     return _read(GKE_INSTALLER_INIT)
 
 
+GKE_STAGE_INIT = "gke/stage-init.sh"
+
+
+def gke_stage_init() -> str:
+    """The supported profile's staging DaemonSet init script: runs the installer in its container, no host namespace."""
+    return _read(GKE_STAGE_INIT)
+
+
 GCE_STARTUP = "gce/startup.sh"
 
 

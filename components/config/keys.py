@@ -25,6 +25,9 @@ TERMINATION_ACTIONS = ("DELETE", "STOP")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "UNSPECIFIED")
 GKE_GPU_DRIVERS = ("installer", "DEFAULT", "LATEST")
 POD_NETWORKING = ("hostNetwork", "multiNetwork")
+# supported: the node image Google supports for A4 RDMA (GKE: COS with GKE's driver; GCE: the accelerator image),
+# user space staged from the store; host-install: the field reports' path (Ubuntu, own driver, DOCA-OFED, regkey).
+NODE_PROFILES = ("supported", "host-install")
 BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
 
 # Google documents at most 150 VMs per compact placement policy.
@@ -95,6 +98,15 @@ class Key:
 KEYS: tuple[Key, ...] = (
     # -- where and what --------------------------------------------------------------------------
     Key("platform", str, "gke", "Where the A4 machines run: a GKE node pool or plain GCE VMs.", PLATFORMS),
+    Key(
+        "nodeProfile",
+        str,
+        "supported",
+        "What the A4 node runs: supported (GKE: COS with GKE's driver and gIB; GCE: Google's accelerator image; "
+        "user space staged from the artifact store, nothing installed on the host) or host-install (the field "
+        "reports' path: Ubuntu, own driver, DOCA-OFED, PeerMappingOverride, one reboot; docs/platforms.md).",
+        NODE_PROFILES,
+    ),
     Key("project", str, "", "Google Cloud project ID that receives every resource (required)."),
     Key("region", str, "asia-southeast1", "Region of the subnets, router and cluster."),
     Key(
@@ -282,8 +294,10 @@ KEYS: tuple[Key, ...] = (
     Key(
         "gkeGpuDriver",
         str,
-        "installer",
-        "Who installs the GPU driver; GKE's own (DEFAULT, LATEST) is refused: PeerMappingOverride cannot apply to it.",
+        "",
+        "Who installs the GPU driver: empty takes the profile's (supported: LATEST, GKE's own; host-install: "
+        "installer, ours with PeerMappingOverride). supported takes only DEFAULT or LATEST, host-install only "
+        "installer.",
         GKE_GPU_DRIVERS,
     ),
     Key(
@@ -309,14 +323,23 @@ KEYS: tuple[Key, ...] = (
         "Accept a containerImage without @sha256:<digest> (a tag can be moved to other bytes under the "
         "privileged installer); for trying an image only.",
     ),
+    Key(
+        "installerImage",
+        str,
+        "ubuntu:24.04",
+        "Image of the supported profile's staging container on GKE (bash, curl, tar, python3: it fetches the user "
+        "space from the store and enters no host namespace). Pin it as name@sha256:<digest>; the default is a "
+        "stand-in tag the plan flags.",
+    ),
     # -- GCE ---------------------------------------------------------------------------------------
     Key(
         "gceImage",
         str,
-        PLAIN_UBUNTU_IMAGE,
+        "",
         "Boot image of the VMs: projects/P/global/images/family/F (the family's newest image at the first deploy, "
-        "then kept) or projects/P/global/images/NAME. Default: plain Ubuntu 24.04, the field reports' image; "
-        f"{ACCELERATOR_IMAGE} ships the NVIDIA driver (not yet run on hardware here).",
+        "then kept) or projects/P/global/images/NAME. Empty takes the profile's: supported "
+        f"{ACCELERATOR_IMAGE} (the NVIDIA driver in the image); host-install plain Ubuntu 24.04, the field "
+        "reports' image.",
     ),
     Key(
         "terminationAction",

@@ -91,12 +91,11 @@ class GkeOptions:
     pod_networking: str
     container_image: str
     allow_unpinned_images: bool
-
-    @property
-    def image_type(self) -> str:
-        """The A4 node pool's image type: Ubuntu, where the installer builds DOCA-OFED and the driver
-        (field report R2's pool). The GKE version floor for A4 depends on it (versions.GKE_FLOORS)."""
-        return known_versions.UBUNTU
+    installer_image: str  # the supported profile's staging container (no host namespaces)
+    # The A4 node pool's image type, from the node profile: COS (supported) or Ubuntu, where the installer
+    # builds DOCA-OFED and the driver (host-install, field report R2's pool). The GKE version floor for A4
+    # depends on it (versions.GKE_FLOORS).
+    image_type: str = known_versions.UBUNTU
 
 
 @dataclass(frozen=True)
@@ -189,6 +188,14 @@ class StackConfig:
     gke: GkeOptions
     gce: GceOptions
     benchmarks: BenchmarkOptions
+    # supported: Google's node image and driver, user space staged from the store; host-install: the field
+    # reports' path (keys.py NODE_PROFILES).
+    node_profile: str = "supported"
+
+    @property
+    def staged(self) -> bool:
+        """The supported profile: nothing is installed on the host, the user space is staged from the store."""
+        return self.node_profile == "supported"
 
     @property
     def shape(self) -> MachineShape:

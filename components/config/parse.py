@@ -6,6 +6,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from components.config import model
@@ -17,11 +18,14 @@ from components.config.rules import (
     check_gce,
     check_identity,
     check_network,
+    check_node_profile,
     check_runtime,
     check_store,
     parse_ttl,
+    profile_defaults,
 )
 from components.config.rules_versions import check_versions, parse_overrides
+from components.config.versions import NODE_IMAGE_TYPES
 
 
 def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
@@ -77,6 +81,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
         "podNetworking",
         "containerImage",
         "allowUnpinnedImages",
+        "installerImage",
     ),
     model.GceOptions: ("gceImage", "terminationAction"),
 }
@@ -118,13 +123,16 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         value = _coerce(key, raw[key.name], problems) if key.name in raw else key.default
         if key.kind is list and isinstance(value, list):
             value = tuple(value)
-        if key.choices and value not in key.choices:
+        # An empty default means "the node profile's own" (rules.profile_defaults), never a choice to make.
+        if key.choices and value not in key.choices and not (value == "" == key.default):
             problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
         v[key.name] = value
-    gke = _group(model.GkeOptions, v)
-    v["_gkeImageType"] = gke.image_type
+    profile_defaults(v, set(raw))
+    v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
+    gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
 
     check_explicit(v, set(raw), problems)
+    check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
@@ -182,6 +190,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             gate_ratio=float(v["benchGateRatio"]),
             repeats=v["benchRepeats"],
         ),
+        node_profile=v["nodeProfile"],
     )
 
 

@@ -11,10 +11,12 @@ from typing import Any
 
 from components.config import provisioning, upstream, versions
 from components.config.keys import (
+    ACCELERATOR_IMAGE,
     ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
     MACHINE_SHAPES,
+    PLAIN_UBUNTU_IMAGE,
     PLATFORM_KEYS,
     Problem,
 )
@@ -255,17 +257,6 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("nvshmemTrafficClass", v["nvshmemTrafficClass"], "must be 0-255 (52 is Google's NCCL data class)")
         )
-    if v["platform"] == "gke" and v["gkeGpuDriver"] != "installer":
-        # GKE's own driver installer loads the module with insmod: /etc/modprobe.d options never apply, so
-        # PeerMappingOverride (dma-buf registration, troubleshooting T09) could never be active.
-        problems.append(
-            Problem(
-                "gkeGpuDriver",
-                v["gkeGpuDriver"],
-                "GKE loads its driver with insmod, so PeerMappingOverride (troubleshooting T09) never applies: "
-                "use installer",
-            )
-        )
 
 
 _STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)+/?$")
@@ -353,7 +344,7 @@ def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
                 "installer checks the image's driver against it",
             )
         )
-    if v["platform"] == "gce" and branch and v["nvidiaDriverVersion"] != branch:
+    if v["platform"] == "gce" and branch and v["nodeProfile"] != "supported" and v["nvidiaDriverVersion"] != branch:
         # The image's driver build moves with the family; a pinned build would make the installer replace it.
         problems.append(
             Problem(
@@ -363,3 +354,90 @@ def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
                 "driver instead of installing one), or use a gceImage without a driver (plain Ubuntu)",
             )
         )
+
+
+# -- node profiles -------------------------------------------------------------------------------------
+
+# Keys only the host-install profile reads: on `supported` the driver comes from GKE or the image, nothing is
+# installed on the host, and the HCA names are whatever the node's kernel gives (verify records them).
+HOST_INSTALL_KEYS = (
+    "docaOfedVersion",
+    "nvidiaDriverVersion",
+    "gdrcopyKernelModule",
+    "useDocaOfed",
+    "allowReboot",
+    "hcaPrefix",
+)
+# NVSHMEM reads NVSHMEM_HCA_PREFIX (mlx5 or rocep, whichever the node has) and falls back to CPU-assisted
+# IBGDA where the GPU may not map the NIC from 3.4.5 on (troubleshooting T09).
+SUPPORTED_MIN_NVSHMEM = HCA_PREFIX_SINCE
+SUPPORTED_GKE_DRIVERS = ("DEFAULT", "LATEST")
+
+
+def profile_defaults(v: dict[str, Any], given: set[str]) -> None:
+    """The keys whose empty default means "the profile's own": GKE's driver and the GCE boot image."""
+    supported = v["nodeProfile"] == "supported"
+    if not v["gkeGpuDriver"]:
+        v["gkeGpuDriver"] = "LATEST" if supported else "installer"
+    if not v["gceImage"]:
+        v["gceImage"] = ACCELERATOR_IMAGE if supported else PLAIN_UBUNTU_IMAGE
+
+
+def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Problem]) -> None:
+    """What each node profile allows: supported takes no host-install key, GKE's driver, the accelerator image."""
+    supported = v["nodeProfile"] == "supported"
+    if supported:
+        for key in HOST_INSTALL_KEYS:
+            if key in given:
+                problems.append(
+                    Problem(
+                        key,
+                        v[key],
+                        "a host-install key: nodeProfile=supported installs nothing on the host (driver from GKE or "
+                        "the image, HCA names as the node has them); remove it or set nodeProfile=host-install",
+                    )
+                )
+        nvshmem = v["nvshmemVersion"]
+        if VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < SUPPORTED_MIN_NVSHMEM:
+            since = ".".join(map(str, SUPPORTED_MIN_NVSHMEM))
+            problems.append(
+                Problem(
+                    "nvshmemVersion",
+                    nvshmem,
+                    f"nodeProfile=supported needs NVSHMEM {since} or newer (NVSHMEM_HCA_PREFIX for rocep/mlx5 names, "
+                    "CPU-assisted IBGDA fallback: troubleshooting T09); or set nodeProfile=host-install",
+                )
+            )
+    if v["platform"] == "gke":
+        driver = v["gkeGpuDriver"]
+        if supported and driver not in SUPPORTED_GKE_DRIVERS:
+            problems.append(
+                Problem(
+                    "gkeGpuDriver",
+                    driver,
+                    "nodeProfile=supported runs GKE's own driver on COS (Google's A4 GPUDirect-RDMA guide): use "
+                    "DEFAULT or LATEST, or set nodeProfile=host-install",
+                )
+            )
+        if not supported and driver != "installer":
+            # GKE's own driver installer loads the module with insmod: /etc/modprobe.d options never apply, so
+            # the host-install path's PeerMappingOverride (troubleshooting T09) could never be active.
+            problems.append(
+                Problem(
+                    "gkeGpuDriver",
+                    driver,
+                    "nodeProfile=host-install sets PeerMappingOverride, which GKE's insmod-loaded driver never "
+                    "takes (troubleshooting T09): use installer, or nodeProfile=supported",
+                )
+            )
+    if v["platform"] == "gce" and supported:
+        ref = parse_image_ref(v["gceImage"])
+        if ref is not None and ref.project != ACCELERATOR_IMAGE_PROJECT:
+            problems.append(
+                Problem(
+                    "gceImage",
+                    v["gceImage"],
+                    f"nodeProfile=supported runs Google's accelerator image (the driver in the image): use an "
+                    f"{ACCELERATOR_IMAGE_PROJECT} image such as {ACCELERATOR_IMAGE}, or set nodeProfile=host-install",
+                )
+            )

@@ -137,6 +137,10 @@ A4_ZONES: dict[str, tuple[str, ...]] = {
 # last one listed takes no floor of its own.
 COS = "COS_CONTAINERD"
 UBUNTU = "UBUNTU_CONTAINERD"
+# The A4 pool's image per node profile. supported: COS, the only image Google supports GPUDirect RDMA on for
+# A4 (cluster-toolkit modules/compute/gke-node-pool's default image_type COS_CONTAINERD, which
+# examples/gke-a4/gke-a4.yaml keeps); host-install: Ubuntu, where the installer builds DOCA-OFED and the driver.
+NODE_IMAGE_TYPES = {"supported": COS, "host-install": UBUNTU}
 GKE_FLOORS: dict[str, tuple[str, ...]] = {
     COS: ("1.32.4-gke.1236000",),
     UBUNTU: ("1.32.7-gke.1067000", "1.33.3-gke.1247000"),

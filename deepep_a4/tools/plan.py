@@ -24,13 +24,10 @@ from typing import Any
 import click
 import pulumi
 
-from components import config, gke_gib, installer, store
+from components import config, gke_gib, installer, staging, store
 from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
 from deepep_a4.tools.bringup_table import expected_bringup
-
-# The node path of today's stacks in the bring-up table (bringup_table.yaml).
-BRINGUP_PROFILE = "host-install"
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -266,7 +263,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     installs = install_list(cfg)
     placeholder = cfg.project == config.PLACEHOLDER_PROJECT
     stand_ins = stand_in_outputs(result.outputs)
-    bringup = expected_bringup(cfg.platform, BRINGUP_PROFILE)
+    bringup = expected_bringup(cfg.platform, cfg.node_profile)
     extra = {
         "pulumiProject": result.project,
         "gcpProject": cfg.project,
@@ -295,7 +292,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         print("Outputs:")
         for key, value in result.outputs.items():
             print(f"  {key}: {_short(value)}" + (f"  ({stand_ins[key]})" if key in stand_ins else ""))
-        print("Installed on every node:")
+        print("Staged on every node (nodeProfile supported):" if cfg.staged else "Installed on every node:")
         for what, version in installs:
             print(f"  {what:<10} {version}")
         for line in cost.render(estimate):
@@ -358,8 +355,37 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
     return lines
 
 
+def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
+    """nodeProfile=supported: what the node image brings and what is staged from the store."""
+    v = cfg.versions
+    if cfg.platform == "gke":
+        image, driver = "COS_CONTAINERD (GKE)", f"GKE's {cfg.gke.gpu_driver} (GKE's driver installer)"
+        stager = cfg.gke.installer_image + (
+            "" if "@sha256:" in cfg.gke.installer_image else " (stand-in tag: pin a digest)"
+        )
+    else:
+        ref = cfg.gce.image_ref
+        image, driver = ref.family or ref.name, f"the image's NVIDIA {ref.driver_branch} (recorded by verify-staged)"
+        stager = "the VM's startup script"
+    gib = (
+        f"{gke_gib.GIB_IMAGE} (DaemonSet)" if cfg.platform == "gke" else f"nccl-gib {installer.NCCL_GIB_VERSION} (apt)"
+    )
+    return [
+        ("node image", image),
+        ("driver", driver),
+        ("RDMA", "the kernel's mlx5 driver; rdma-core staged (no DOCA-OFED, no PeerMappingOverride, no reboot)"),
+        ("staged by", stager),
+        ("staged", f"Python {staging.PYTHON_ABI}, PyTorch {v.torch}, rdma-core {staging.RDMA_CORE_VERSION}"),
+        ("NVSHMEM", f"{v.nvshmem} ({'built from source' if v.nvshmem_source == 'source' else 'pip wheel'}, IBGDA)"),
+        ("DeepEP", v.deepep_ref + (" + PR #466" if v.deepep_pr466 else " (no PR #466)")),
+        ("gIB NCCL", gib if cfg.installer.nccl_gib else "no (ncclGib=false: NCCL's own IB transport)"),
+    ]
+
+
 def install_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     """What the installer puts on every node, as the plan shows it before anything is paid for."""
+    if cfg.staged:
+        return staged_list(cfg)
     v = cfg.versions
     image_branch = cfg.gce.image_ref.driver_branch if cfg.platform == "gce" else ""
     if image_branch:

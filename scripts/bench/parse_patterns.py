@@ -173,3 +173,9 @@ def known_failure_hints(lines: Iterable[str], test: str | None = None) -> list[s
 
 # NVSHMEM names the transport it could not start: "...nvshmemi_transport_init:282: init failed for transport: IBGDA".
 RE_TRANSPORT_FAILED = re.compile(r"init failed for transport: (?P<transport>\w+)")
+
+# With NVSHMEM_DEBUG=INFO the IBGDA transport says which path it took: "NIC handler will be GPU ..." (the GPU
+# rings the NIC's doorbell itself) or "NIC handler will be CPU with host memory backend" (CPU-assisted IBGDA: the
+# GPU writes the work requests, a CPU thread rings the doorbell), e.g. when the GPU may not map the NIC
+# ("cudaHostRegister with IoMemory failed"; troubleshooting T09).
+RE_IBGDA_HANDLER = re.compile(r"NIC handler will be (?P<handler>[^.\n]*)")

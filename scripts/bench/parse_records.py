@@ -153,7 +153,21 @@ def transport_verdict(begin: dict[str, Any] | None, lines: list[tuple[int, str]]
             "ibgda on a machine with RDMA NICs)"
         )
     handler = transport.get("NVSHMEM_IBGDA_NIC_HANDLER") or "unset"
-    return PASS, f"IBGDA (NVSHMEM_REMOTE_TRANSPORT=ibgda, NIC handler {handler}); no transport failure in the log"
+    return PASS, (
+        f"IBGDA (NVSHMEM_REMOTE_TRANSPORT=ibgda, NIC handler {handler}); no transport failure in the log; "
+        f"{ibgda_path(lines)}"
+    )
+
+
+def ibgda_path(lines: list[tuple[int, str]]) -> str:
+    """Which IBGDA path NVSHMEM took, as its INFO output says (troubleshooting T09)."""
+    for n, line in lines:
+        m = bench_patterns.RE_IBGDA_HANDLER.search(line)
+        if m:
+            said = m["handler"].strip()
+            kind = "CPU-assisted" if said.upper().startswith("CPU") else "GPU handler"
+            return f"IBGDA path: {kind} (line {n}: 'NIC handler will be {said}')"
+    return "IBGDA path: not in the log (NVSHMEM_DEBUG=INFO prints 'NIC handler will be ...')"
 
 
 def nic_check(test: str, begin: dict[str, Any] | None, end: dict[str, Any] | None) -> tuple[str, str]:

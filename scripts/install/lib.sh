@@ -261,6 +261,57 @@ pci_distance() {
   echo $((${#a[@]} - i + ${#b[@]} - i))
 }
 
+hca_port() {
+  local p
+  for p in "$SYS/sys/class/infiniband/$1/ports"/*; do
+    [[ -e $p ]] && basename "$p" && return 0
+  done
+  echo 1
+}
+
+# GPU i -> its nearest NIC (fewest PCI hops; a NIC not yet taken wins a tie, then NIC order).
+# Falls back to GPU i -> NIC i when the PCI paths of GPUs or NICs cannot be read.
+device_to_hca_mapping() {
+  local -a gpus hcas gpath hpath
+  local -A taken=()
+  local i j d best best_d best_used used entries=() fallback=0
+  mapfile -t gpus < <(gpu_pci_addresses)
+  mapfile -t hcas < <(hca_names)
+  ((${#hcas[@]} > 0)) || die "no HCAs under /sys/class/infiniband"
+  for i in "${!gpus[@]}"; do
+    gpath[i]="$(readlink -f "$SYS/sys/bus/pci/devices/${gpus[$i]}")" || fallback=1
+  done
+  for j in "${!hcas[@]}"; do
+    hpath[j]="$(readlink -f "$SYS/sys/class/infiniband/${hcas[$j]}/device" 2>/dev/null)" || fallback=1
+    [[ -n ${hpath[$j]} && -e ${hpath[$j]} ]] || fallback=1
+  done
+  ((${#gpus[@]} > 0)) || fallback=1
+  : >"$STATE/topology.txt"
+  if ((fallback)); then
+    warn "GPU/NIC PCI paths unreadable: mapping GPU i to NIC i"
+    for ((i = 0; i < EXPECTED_GPUS; i++)); do
+      j=$((i % ${#hcas[@]}))
+      entries+=("$i:${hcas[$j]}:$(hca_port "${hcas[$j]}")")
+    done
+  else
+    for i in "${!gpus[@]}"; do
+      best=-1 best_d=999999 best_used=1
+      for j in "${!hcas[@]}"; do
+        d="$(pci_distance "${gpath[$i]}" "${hpath[$j]}")"
+        used=${taken[$j]:-0}
+        if ((d < best_d || (d == best_d && used < best_used))); then
+          best=$j best_d=$d best_used=$used
+        fi
+      done
+      taken[$best]=1
+      entries+=("$i:${hcas[$best]}:$(hca_port "${hcas[$best]}")")
+      echo "GPU $i ${gpus[$i]} -> ${hcas[$best]} ($best_d PCI hops)" >>"$STATE/topology.txt"
+    done
+  fi
+  local IFS=,
+  echo "${entries[*]}"
+}
+
 # The loaded driver satisfies the stack: the same build, or any build of the branch nvidiaDriverVersion names.
 driver_matches() { [[ -n $1 && ($1 == "$NVIDIA_DRIVER_VERSION" || ($NVIDIA_DRIVER_VERSION != *.* && $1 == "$NVIDIA_DRIVER_VERSION".*)) ]]; }
 

@@ -24,7 +24,7 @@ STASH = "pulumi:index:Stash"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 ACCOUNT = "gcp:serviceaccount/account:Account"
-STACK = "gce-b200"
+STACK = "gce-b200-ubuntu"
 
 
 # What the offline plan's mocked image lookup answers for the default family (tools/plan_engine.py).

@@ -23,8 +23,8 @@ IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 NETWORK = "kubernetes:networking.gke.io/v1:Network"
-STACK = "gke-b200"
-PREFIX = "deepep-gke-b200"
+STACK = "gke-b200-ubuntu"
+PREFIX = "deepep-gke-b200-ubuntu"
 RDMA_NAMES = [f"{PREFIX}-rdma-{i}" for i in range(8)]
 # What the mocked engine-versions lookup offers in the REGULAR channel (plan_engine.MOCK_ENGINE_VERSIONS).
 MOCK_REGULAR = plan_engine.MOCK_ENGINE_VERSIONS["releaseChannelDefaultVersion"]["REGULAR"]
@@ -500,7 +500,7 @@ def test_nodes_have_a_dedicated_account_with_googles_node_role_and_image_pulls(
     gke_plan: plan_engine.PlanResult,
 ) -> None:
     account = one(gke_plan, ACCOUNT, "gke-nodes")["inputs"]
-    assert account["accountId"] == "deepep-gke-b200-nodes"
+    assert account["accountId"] == "deepep-gke-b200-ubuntu-nodes"
     grants = [g for g in of_type(gke_plan, IAM_MEMBER) if g["parent"] == "gke-nodes"]
     assert sorted(g["inputs"]["role"] for g in grants) == [
         "roles/artifactregistry.reader",

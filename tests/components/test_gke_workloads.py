@@ -25,7 +25,7 @@ from deepep_a4.tools import plan_engine
 from scripts import payload
 from tests.conftest import of_type, plan, stack_config
 
-STACK = "gke-b200"
+STACK = "gke-b200-ubuntu"
 DS = "kubernetes:apps/v1:DaemonSet"
 INSTALLER_DS = "deepep-installer"
 GIB_DS = "deepep-gib"

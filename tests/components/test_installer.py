@@ -40,7 +40,7 @@ PIP_WHEEL: dict[str, Any] = {"nvshmemSource": "pip", "benchmarks": ["intranode",
 NVSHMEM_FROM: dict[str, dict[str, Any]] = {"pip": PIP_WHEEL, "source": {"nvshmemSource": "source"}}
 
 
-def cfg_of(stack: str = "gce-b200", **overrides: Any) -> config.StackConfig:
+def cfg_of(stack: str = "gce-b200-ubuntu", **overrides: Any) -> config.StackConfig:
     # The stub machine has no Cloud Storage: a test that uses a store names a folder (DEEPEP_STORE_URL).
     overrides.setdefault("artifactStore", "")
     return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
@@ -256,7 +256,7 @@ def install(m: Machine, d: Path) -> None:
 
 
 def test_rendered_installer_carries_the_stacks_versions_and_is_published() -> None:
-    for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
+    for stack, target in (("gke-b200-ubuntu", "gke"), ("gce-b200-ubuntu", "gce")):
         cfg = cfg_of(stack)
         artifacts.reset()
         files = installer.render_installer(cfg, target)
@@ -325,7 +325,7 @@ def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
         ACCELERATOR,
     ]
     for n, overrides in enumerate(variants):
-        for stack, target in (("gke-b200", "gke"), ("gce-b200", "gce")):
+        for stack, target in (("gke-b200-ubuntu", "gke"), ("gce-b200-ubuntu", "gce")):
             if overrides is ACCELERATOR and target == "gke":
                 continue  # a GCE boot image
             artifacts.reset()
@@ -573,7 +573,7 @@ def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Pa
     stale = m.sys / "home/kubernetes/bin/nvidia/lib64"
     stale.mkdir(parents=True)
     (stale / "libibverbs.so.1").write_text("rdmav34 from an old install")
-    cfg = cfg_of("gke-b200", nvidiaDriverVersion="580.126.09")
+    cfg = cfg_of("gke-b200-ubuntu", nvidiaDriverVersion="580.126.09")
     install(m, m.render(cfg, "gke"))
     assert (stale / "libcuda.so.580.126.09").exists()
     assert not (stale / "libibverbs.so.1").exists()
@@ -599,7 +599,7 @@ def test_gke_target_feeds_the_device_plugin_and_ships_one_rdma_core(tmp_path: Pa
 def test_gke_target_without_libnl_on_the_host_fails_naming_the_package(tmp_path: Path) -> None:
     m = Machine(tmp_path)
     (m.sys / "usr/lib/x86_64-linux-gnu/libnl-route-3.so.200").unlink()
-    d = m.render_past_reboot(cfg_of("gke-b200"), "gke")
+    d = m.render_past_reboot(cfg_of("gke-b200-ubuntu"), "gke")
     proc = m.run(d)
     assert proc.returncode == 1 and "phase 'env' failed" in proc.stderr
     assert "libnl-route-3.so.200 is missing on the host" in proc.stderr and "libnl-route-3-200" in proc.stderr
@@ -660,7 +660,7 @@ def test_cpu_nic_handler_builds_gdrdrv_with_a_boot_unit(tmp_path: Path) -> None:
 
 def test_a_fresh_image_gets_the_build_tools_once(tmp_path: Path) -> None:
     m = Machine(tmp_path)
-    d = m.render(cfg_of("gke-b200"), "gke")
+    d = m.render(cfg_of("gke-b200-ubuntu"), "gke")
     install(m, d)
     installed = " ".join(c for c in m.calls("apt-get") if " install " in c)
     # field report R1 phase 0 and field report R2's in-pod apt line: what cmake -G Ninja, setup.py and verify need
@@ -811,7 +811,7 @@ def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(
 def test_offline_plan_contains_the_rendered_installer() -> None:
     from tests.conftest import plan
 
-    result = plan("gce-b200")
+    result = plan("gce-b200-ubuntu")
     conf = result.files["install/gce/config.sh"]
     assert "NVSHMEM_VERSION=3.5.19\n" in conf and "NVIDIA_DRIVER_VERSION=580.126.09\n" in conf
     assert result.files["install/gce/run.sh"] == (ROOT / "scripts/install/run.sh").read_text()
@@ -1074,7 +1074,7 @@ def test_the_accelerator_image_renders_a_driver_check_and_gke_never_does() -> No
     assert "INSTALL_DRIVER=0" in gce and "IMAGE_DRIVER_BRANCH=580" in gce
     plain = config_sh(cfg_of(), "gce")
     assert "INSTALL_DRIVER=1" in plain and "IMAGE_DRIVER_BRANCH=''" in plain
-    gke = config_sh(cfg_of("gke-b200"), "gke")
+    gke = config_sh(cfg_of("gke-b200-ubuntu"), "gke")
     assert "IMAGE_DRIVER_BRANCH=''" in gke
 
 
@@ -1209,7 +1209,7 @@ def test_gib_is_skipped_when_off_and_on_gke(tmp_path: Path) -> None:
     assert m.env_file()["NVSHMEM_IB_TRAFFIC_CLASS"] == "0"
     assert installer.phase_deps(cfg_of())["nccl-gib"] == ("preflight",)
     assert "nccl-gib" not in installer.phase_deps(cfg_of())["verify"]  # NVSHMEM's verify does not use NCCL
-    gke = installer.render_installer(cfg_of("gke-b200"), "gke")
+    gke = installer.render_installer(cfg_of("gke-b200-ubuntu"), "gke")
     assert "NCCL_GIB=1" in gke["config.sh"] and "phases/12-nccl-gib.sh" not in gke  # the gIB DaemonSet does it
     assert installer.target_phases("gke")[1] == {"nccl-gib": installer.TARGET_LEFT_OUT["gke"]["nccl-gib"]}
 

@@ -74,8 +74,8 @@ def test_the_docs_table_is_the_yaml() -> None:
     assert table == bt.markdown(), "paste `.venv/bin/python -m deepep_a4.tools.bringup_table` into docs/installer.md"
 
 
-def test_the_plan_prints_the_line_of_the_stack_s_platform() -> None:
-    from deepep_a4.tools import plan
-
-    line = bt.expected_bringup("gce", plan.BRINGUP_PROFILE).line
-    assert line.startswith("Bring-up per node (host-install): ") and "measured or cited" in line
+@pytest.mark.parametrize("profile", ["host-install", "supported"])
+def test_both_profiles_have_rows_on_both_platforms(profile: str) -> None:
+    for platform in ("gke", "gce"):
+        line = bt.expected_bringup(platform, profile).line
+        assert line.startswith(f"Bring-up per node ({profile}): ") and "measured or cited" in line

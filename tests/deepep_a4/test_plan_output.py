@@ -86,7 +86,7 @@ def test_printout_counts_the_files_written_shows_what_is_installed_and_flags_the
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert plan_tool.main(["--stack", "gke-b200", "--out", str(tmp_path / "p")]) == 0
+        assert plan_tool.main(["--stack", "gke-b200-ubuntu", "--out", str(tmp_path / "p")]) == 0
     text = out.getvalue()
     written = sum(1 for p in (tmp_path / "p" / "files").rglob("*") if p.is_file())
     assert text.rstrip().splitlines()[-1].split(", ")[1].startswith(f"{written} rendered files")
@@ -121,7 +121,7 @@ def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platfo
     def cfg(stack: str, **overrides: Any) -> config.StackConfig:
         return config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
 
-    gce = cfg("gce-b200", gceImage=accel, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep")
+    gce = cfg("gce-b200-ubuntu", gceImage=accel, nvidiaDriverVersion="580", useDocaOfed=False, hcaPrefix="rocep")
     listed = dict(plan.install_list(gce))
     assert listed["driver"].startswith("the image's NVIDIA 580")
     assert listed["DOCA-OFED"] == "no (inbox rdma-core)"
@@ -130,6 +130,12 @@ def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platfo
     assert gke["gIB NCCL"] == f"{gke_gib.GIB_IMAGE} (DaemonSet; by the digest looked up at the first deploy)"
     off = dict(plan.install_list(cfg("gke-b200", ncclGib=False)))
     assert off["gIB NCCL"].startswith("no (ncclGib=false")
+    # The supported profile lists what the image brings and what is staged, and no host install.
+    staged = dict(plan.install_list(cfg("gke-b200")))
+    assert staged["node image"] == "COS_CONTAINERD (GKE)" and "DOCA-OFED" not in staged
+    assert "stand-in tag" in staged["staged by"]
+    image = dict(plan.install_list(cfg("gce-b200")))
+    assert image["node image"] == "ubuntu-accelerator-2404-amd64-with-nvidia-580"
 
 
 def test_an_out_folder_that_cannot_be_created_is_refused_before_the_plan_runs(

@@ -454,11 +454,12 @@ def test_repeats_outside_1_to_10_is_a_usage_error(tmp_path: Path, deepep: Path, 
 
 def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Path, deepep: Path) -> None:
     """DEEPEP_ROOT (the env file exports it) holds the rendered config.sh and the installer's status.json."""
-    from components import installer
+    from components import artifacts, installer
     from scripts.bench.what_ran import what_ran
     from tests.conftest import stack_config
 
-    cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200")
+    cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200-ubuntu")), "gke-b200-ubuntu")
+    artifacts.reset()  # a plan rendered earlier in this process published its own installer
     root = tmp_path / "deepep-root"
     (root / "installer").mkdir(parents=True)
     (root / "installer" / "config.sh").write_text(installer.render_installer(cfg, "gke")["config.sh"])
@@ -477,7 +478,7 @@ def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Pat
     ran = what_ran({"DEEPEP_ROOT": str(root), "PATH": os.environ["PATH"]}, sys.executable, deepep, proc)
     v = cfg.versions
     assert (ran["stack"], ran["deepep_ref"], ran["nvshmem"], ran["cuda"]) == (
-        "gke-b200",
+        "gke-b200-ubuntu",
         v.deepep_ref,
         v.nvshmem,
         v.cuda,
@@ -580,7 +581,7 @@ def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
     from scripts.bench.settings import RunnerSettings
     from tests.conftest import stack_config
 
-    gke = runner_settings(config.parse(plan_engine.project_keys(stack_config("gke-b200")), "gke-b200"))
+    gke = runner_settings(config.parse(plan_engine.project_keys(stack_config("gke-b200-ubuntu")), "gke-b200-ubuntu"))
     assert (gke.platform, gke.pod_networking, gke.nccl_gib) == ("gke", "hostNetwork", True)
     gce_cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200", ncclGib="false")), "gce-b200")
     gce = runner_settings(gce_cfg)

@@ -14,7 +14,7 @@ from tests.conftest import stack_config
 
 @pytest.fixture
 def rendered(tmp_path: Path) -> Path:
-    cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200")), "gce-b200")
+    cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200-ubuntu")), "gce-b200-ubuntu")
     artifacts.reset()
     out = tmp_path / "installer"
     for rel, text in installer.render_installer(cfg, "gce").items():

@@ -14,7 +14,9 @@ from components.config.model import VersionOverride
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT
 
-VALID: dict[str, Any] = {"project": "my-gpu-project"}
+# The rules below are the host-install profile's (the field reports' path); the supported profile's own rules and
+# defaults are in test_node_profile.py.
+VALID: dict[str, Any] = {"project": "my-gpu-project", "nodeProfile": "host-install"}
 # GCE on Google's accelerator image with its documented companions (inbox RDMA, the image's driver branch).
 ACCEL: dict[str, Any] = {
     "platform": "gce",
@@ -273,7 +275,7 @@ def test_every_stack_file_validates(stack: str) -> None:
 
 
 def test_stacks_carry_the_seed_versions() -> None:
-    gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200")), "gke-b200")
+    gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200-ubuntu")), "gke-b200-ubuntu")
     assert gke.platform == "gke"
     # No pinned GKE version: the release channel's is chosen at deploy (tests/components/test_gke.py).
     assert gke.gke.version == ""
@@ -281,7 +283,7 @@ def test_stacks_carry_the_seed_versions() -> None:
     assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")
     assert gke.versions.deepep_ref == "v1.2.1"
     assert gke.versions.nvidia_driver.startswith("580.")  # R2 ran 575, a branch NVIDIA no longer supports
-    gce = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gce-b200")), "gce-b200")
+    gce = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gce-b200-ubuntu")), "gce-b200-ubuntu")
     assert gce.platform == "gce"
     assert (gce.versions.doca_ofed, gce.versions.nvshmem, gce.versions.cuda) == ("3.2.1", "3.5.19", "12.9")
     assert gce.versions.torch == "2.10.0+cu129"
@@ -325,8 +327,11 @@ def test_settings_reference_lists_every_key_with_its_allowed_values() -> None:
 
 @pytest.mark.parametrize("driver", ["DEFAULT", "LATEST"])
 def test_a_gke_loaded_driver_is_refused_because_peer_mapping_could_never_apply(driver: str) -> None:
+    """host-install only: the supported profile runs GKE's driver (test_node_profile.py)."""
     with pytest.raises(config.ConfigError) as err:
-        config.parse({"project": "my-project-1", "platform": "gke", "gkeGpuDriver": driver}, "t")
+        config.parse(
+            {"project": "my-project-1", "platform": "gke", "nodeProfile": "host-install", "gkeGpuDriver": driver}, "t"
+        )
     (problem,) = err.value.problems
     assert problem.key == "gkeGpuDriver" and "insmod" in problem.allowed and "PeerMappingOverride" in problem.allowed
 
