@@ -19,31 +19,32 @@ from typing import Any
 
 import yaml
 
-# Old repository paths -> today's (the layout moves of the project's history).
-# Old repository paths and module names -> today's (the layout moves of the project's history), in
-# comments and in the package-import fallback of the shipped Python files.
-PATH_MOVES = (
-    (re.compile(r"deepep_a4/config/(stackfile|schema)\.py"), r"deepep_a4/\1.py"),
-    (re.compile(r"deepep_a4/(upstream|provisioning)\.py"), r"components/config/\1.py"),
-    (re.compile(r"deepep_a4/config/"), "components/config/"),
-    (re.compile(r"(deepep_a4/)?\bprogram/"), "components/"),
-    (re.compile(r"(deepep_a4/)?\bnode/(?=install|bench|gce|gke|names|payload)"), "scripts/"),
-    (re.compile(r"deepep_a4\.node\."), "scripts."),
-    (re.compile(r"from deepep_a4\.node import"), "from scripts import"),
-)
-MASKS = (
-    (re.compile(r"(EOF_)[0-9A-F]{12}"), r"\1<hash>"),
-    (re.compile(r"(INSTALLER_HASH=)[0-9a-f]{16}"), r"\1<hash>"),
-    (re.compile(r"\b[0-9a-f]{64}\b"), "<sha256>"),
-    (re.compile(r"\b[0-9a-f]{16}\b"), "<hash16>"),
-    # The deadline: "now + ttl" at plan time, in RFC 3339 or as a cron schedule.
-    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z| UTC)"), "<time>"),
-    (re.compile(r"\b\d{1,2} \d{1,2} \d{1,2} \d{1,2} \*"), "<cron>"),
-)
+# In order, each pattern and what replaces it. First old repository paths and module names -> today's (the
+# layout moves of the project's history), in comments and in the package-import fallback of the shipped
+# Python files; then the masks: content hashes derived from those files, and the deadline ("now + ttl" at
+# plan time, in RFC 3339 or as a cron schedule).
+# One rewrite a line: PATTERN => REPLACEMENT (the replacement may be empty of spaces only).
+_REWRITES = r"""
+deepep_a4/config/(stackfile|schema)\.py => deepep_a4/\1.py
+deepep_a4/(upstream|provisioning)\.py => components/config/\1.py
+deepep_a4/config/ => components/config/
+(deepep_a4/)?\bprogram/ => components/
+(deepep_a4/)?\bnode/(?=install|bench|gce|gke|names|payload) => scripts/
+deepep_a4\.node\. => scripts.
+from deepep_a4\.node import => from scripts import
+(EOF_)[0-9A-F]{12} => \1<hash>
+(INSTALLER_HASH=)[0-9a-f]{16} => \1<hash>
+\b[0-9a-f]{64}\b => <sha256>
+\b[0-9a-f]{16}\b => <hash16>
+\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?(\.\d+)?(Z| UTC) => <time>
+\b\d{1,2} \d{1,2} \d{1,2} \d{1,2} \* => <cron>
+(_deadline_)[0-9a-f]{8} => \1<hash8>
+"""
+REWRITES = tuple((re.compile(a), b) for a, b in (line.split(" => ") for line in _REWRITES.strip().splitlines()))
 
 
 def normalise(text: str) -> str:
-    for pattern, repl in (*PATH_MOVES, *MASKS):
+    for pattern, repl in REWRITES:
         text = pattern.sub(repl, text)
     return text
 

@@ -23,7 +23,6 @@ from components import gke_pod_security as security
 from components.config import StackConfig
 from components.gke_node_policy import InstallerNodePolicy
 from components.gke_objects import (
-    GPU_TOLERATION,
     INSTALL_ROOT,
     INSTALL_TIMEOUT_SECONDS,
     INSTALLED_LABEL,
@@ -31,12 +30,12 @@ from components.gke_objects import (
     INSTALLER_LABELS,
     INSTALLER_NAME,
     INSTALLER_RESOURCES,
-    NODE_SELECTOR,
     REBOOT_EXIT,
     REBOOT_WAIT_SECONDS,
     STATE_DIR,
     STATUS_FILE,
     VERSIONS_ANNOTATION,
+    a4_node_pod,
     child_opts,
     daemon_set_metadata,
     depends_of,
@@ -249,14 +248,10 @@ def host_pod_spec(
     image: str, env: list[dict[str, Any]], ready: dict[str, Any], config_map: Any, items: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """nodeProfile=host-install: a privileged init container that runs the installer in the host's namespaces."""
-    return {
-        "priority_class_name": "system-node-critical",
-        "node_selector": NODE_SELECTOR,
-        "tolerations": [GPU_TOLERATION],
-        "host_pid": True,
-        "security_context": security.POD_SECURITY_CONTEXT,
-        "termination_grace_period_seconds": 5,
-        "init_containers": [
+    return a4_node_pod(
+        security.POD_SECURITY_CONTEXT,
+        host_pid=True,
+        init_containers=[
             {
                 "name": "install",
                 "image": image,
@@ -270,10 +265,10 @@ def host_pod_spec(
                 ],
             }
         ],
-        "containers": [ready],
-        "volumes": [
+        containers=[ready],
+        volumes=[
             {"name": "host-root", "host_path": {"path": "/", "type": "Directory"}},
             {"name": "state", "host_path": {"path": STATE_DIR, "type": "DirectoryOrCreate"}},
             {"name": "installer", "config_map": {"name": config_map, "items": items}},
         ],
-    }
+    )

@@ -139,3 +139,16 @@ def every_node_at_once(app: str) -> dict[str, Any]:
         "selector": {"match_labels": {"app.kubernetes.io/name": app}},
         "update_strategy": {"type": "RollingUpdate", "rolling_update": {"max_unavailable": "100%"}},
     }
+
+
+def a4_node_pod(security_context: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A node-critical pod spec of the installer's kind: on every A4 node (their label and GPU taint), a short
+    grace period (it only sleeps once its init container finished)."""
+    return {
+        "priority_class_name": "system-node-critical",
+        "node_selector": NODE_SELECTOR,
+        "tolerations": [GPU_TOLERATION],
+        "security_context": security_context,
+        "termination_grace_period_seconds": 5,
+        **spec,
+    }

@@ -104,12 +104,16 @@ def image(cfg: StackConfig) -> str:
     return cfg.gke.container_image
 
 
-def image_skips(cfg: StackConfig) -> dict[str, str]:
-    """A tag (not a digest) is the stack's choice: the scan says where to pin it."""
-    if "@sha256:" in image(cfg):
+def tag_skips(key: str, ref: str, what: str = "a tag") -> dict[str, str]:
+    """A tag (not a digest) is the stack's choice: the scan says which key pins it."""
+    if "@sha256:" in ref:
         return {}
-    reason = f"containerImage {image(cfg)} is a tag: pin it in the stack as name@sha256:<digest>"
+    reason = f"{key} {ref} is {what}: pin it in the stack as name@sha256:<digest>"
     return {"CKV_K8S_43": reason, "CKV_K8S_15": reason}
+
+
+def image_skips(cfg: StackConfig) -> dict[str, str]:
+    return tag_skips("containerImage", image(cfg))
 
 
 def bench_needs_rdma(test: str) -> bool:

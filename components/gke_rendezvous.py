@@ -55,29 +55,26 @@ class RendezvousFirewall(pulumi.ComponentResource):
         super().__init__("deepep-a4:gke:RendezvousFirewall", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         port = [str(MASTER_PORT)]
+        # Both rules guard the A4 nodes' rendezvous port on the host VPC; they differ in who and what.
+        common = {"network": network.host.network.id, "direction": "INGRESS", "opts": child}
+        common["target_service_accounts"] = [a4_account_email]
         self.allow = gcp.compute.Firewall(
             f"{name}-a4",
             name=f"{cfg.name_prefix}-rendezvous-a4",
-            network=network.host.network.id,
-            direction="INGRESS",
             priority=ALLOW_PRIORITY,
             source_service_accounts=[a4_account_email],
-            target_service_accounts=[a4_account_email],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=port)],
             description="The internode rendezvous: between the stack's A4 nodes only",
-            opts=child,
+            **common,
         )
         self.deny = gcp.compute.Firewall(
             f"{name}-others",
             name=f"{cfg.name_prefix}-rendezvous-others",
-            network=network.host.network.id,
-            direction="INGRESS",
             priority=DENY_PRIORITY,
             source_ranges=[cfg.network.host_cidr, cfg.network.pods_cidr],
-            target_service_accounts=[a4_account_email],
             denies=[gcp.compute.FirewallDenyArgs(protocol="tcp", ports=port)],
             description="The internode rendezvous: no other node or pod of the cluster",
-            opts=child,
+            **common,
         )
         self.register_outputs({})
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from components import gke_pod_security as security
 from components.config import StackConfig
-from components.gke_objects import GPU_TOLERATION, HOST_NVIDIA, INSTALLER_RESOURCES, NODE_SELECTOR
+from components.gke_objects import HOST_NVIDIA, INSTALLER_RESOURCES, a4_node_pod
 from components.gke_pod_security import POD_SECURITY_CONTEXT
 from scripts import names
 
@@ -49,24 +50,17 @@ def image(cfg: StackConfig) -> str:
 
 
 def image_skips(cfg: StackConfig) -> dict[str, str]:
-    """A tag (not a digest) is the stack's choice, a stand-in until pinned: the scan says where to pin it."""
-    if "@sha256:" in image(cfg):
-        return {}
-    reason = f"installerImage {image(cfg)} is a stand-in tag: pin it in the stack as name@sha256:<digest>"
-    return {"CKV_K8S_43": reason, "CKV_K8S_15": reason}
+    """A tag is a stand-in until pinned: the scan says where to pin it."""
+    return security.tag_skips("installerImage", image(cfg), "a stand-in tag")
 
 
 def pod_spec(
     image_ref: str, env: list[dict[str, Any]], ready: dict[str, Any], config_map: Any, items: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The staging pod: the installer's files, the staged root read-write, the driver's folder read-only."""
-    return {
-        "priority_class_name": "system-node-critical",
-        "node_selector": NODE_SELECTOR,
-        "tolerations": [GPU_TOLERATION],
-        "security_context": POD_SECURITY_CONTEXT,
-        "termination_grace_period_seconds": 5,
-        "init_containers": [
+    return a4_node_pod(
+        POD_SECURITY_CONTEXT,
+        init_containers=[
             {
                 "name": "install",
                 "image": image_ref,
@@ -82,8 +76,8 @@ def pod_spec(
                 ],
             }
         ],
-        "containers": [ready],
-        "volumes": [
+        containers=[ready],
+        volumes=[
             {"name": "staged", "host_path": {"path": ROOT, "type": "DirectoryOrCreate"}},
             # GKE's driver installer fills it; verify-staged waits for the driver and links against its lib64.
             {"name": "driver", "host_path": {"path": HOST_NVIDIA, "type": "DirectoryOrCreate"}},
@@ -91,4 +85,4 @@ def pod_spec(
             {"name": "installer", "config_map": {"name": config_map, "items": items}},
             {"name": "tmp", "empty_dir": {}},
         ],
-    }
+    )

@@ -60,9 +60,8 @@ CHECKSUMS: dict[str, str] = {
     "cuda-keyring_1.1-1_all-ubuntu2404.deb": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
     "cuda-keyring_1.1-1_all-ubuntu2204.deb": "d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df",
 }
-# Signing keys by their keys' fingerprints (gpg reads the file; every primary key in it must match one):
-# a key file may be re-served with other bytes, a key keeps its fingerprint. A 16-digit entry is a long key
-# id (the fingerprint's last 64 bits), where only that is published.
+# Signing keys by fingerprint (gpg reads the file; each primary key must match): a key file may be re-served
+# with other bytes, a key keeps its fingerprint. A 16-digit entry is a long key id, where only that is published.
 KEY_FINGERPRINTS: dict[str, tuple[str, ...]] = {
     # Mellanox Technologies' signing key of DOCA-OFED's repositories: the id NVIDIA's MLNX_OFED guides import.
     "GPG-KEY-Mellanox": ("A024F6F0E6D6A281",),
@@ -85,11 +84,9 @@ def node_phases(cfg: StackConfig, target: str) -> tuple[str, ...]:
 
 
 def left_out(cfg: StackConfig, target: str) -> dict[str, str]:
-    """The host-install phases a staged node does not ship, each with the reason (the status shows them)."""
+    """The phases a node does not ship, each with the reason (the status shows them)."""
     shipped = node_phases(cfg, target)
-    if not cfg.staged:
-        return target_phases(target)[1]
-    return {p: _STAGED_LEFT_OUT for p in PHASES if p not in shipped}
+    return {p: _STAGED_LEFT_OUT for p in PHASES if p not in shipped} if cfg.staged else target_phases(target)[1]
 
 
 # PCI device ids per accelerator, for preflight before any driver is loaded.
@@ -250,8 +247,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
     v, shape = cfg.versions, cfg.shape
     model, pci_ids = GPU_PCI_IDS.get(shape.accelerator, (shape.accelerator, ()))
-    # The driver branch the VM's boot image ships ("" for plain Ubuntu and for GKE nodes): config/model.py
-    # reads it from the image's name, in one place.
+    # The driver branch the VM's boot image ships ("" for plain Ubuntu and GKE nodes), read once by the model.
     image_branch = cfg.gce.image_ref.driver_branch if target == "gce" else ""
     values: dict[str, object] = {
         "DEEPEP_STACK": cfg.stack,

@@ -16,6 +16,9 @@ from typing import Any
 from components.config import provisioning
 from deepep_a4.policy import trust
 
+# The shapes both rule sets read (pod specs by kind, nested properties) live in trust.py, which this imports.
+from deepep_a4.policy.trust import POD_SPEC_PATHS, Props, as_list, get_path
+
 # The namespace of the installer DaemonSet (scripts.names.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
 INSTALLER_NAMESPACE = "deepep-a4"
@@ -29,18 +32,6 @@ CLUSTER = "gcp:container/cluster:Cluster"
 FIREWALL = "gcp:compute/firewall:Firewall"
 NETWORK = "gcp:compute/network:Network"
 ADDRESS = "gcp:compute/address:Address"
-# Kubernetes kinds whose spec holds a pod template (or is a pod), and where the pod spec sits.
-POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    "kubernetes:core/v1:Pod": ("spec",),
-    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
-
-Props = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -50,18 +41,6 @@ class Resource:
     type: str
     name: str
     props: Props
-
-
-def _get(props: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(props, Mapping):
-            return None
-        props = props.get(key)
-    return props
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def _is_a4(machine_type: Any) -> bool:
@@ -82,7 +61,7 @@ def a4_capacity_model(type_: str, props: Props) -> list[str]:
     if type_ in (INSTANCE, INSTANCE_TEMPLATE) and _is_a4(props.get("machineType")):
         sched = props.get("scheduling") or {}
         model = sched.get("provisioningModel")
-        affinity = _get(props, "reservationAffinity", "type")
+        affinity = get_path(props, "reservationAffinity", "type")
         if model in provisioning.A4_GCE_MODELS or sched.get("preemptible") is True:
             return []
         if affinity == "SPECIFIC_RESERVATION":
@@ -95,7 +74,7 @@ def a4_capacity_model(type_: str, props: Props) -> list[str]:
         nc = props.get("nodeConfig") or {}
         if not _is_a4(nc.get("machineType")):
             return []
-        reserved = _get(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
+        reserved = get_path(nc, "reservationAffinity", "consumeReservationType") == "SPECIFIC_RESERVATION"
         if nc.get("spot") is True or nc.get("flexStart") is True or nc.get("preemptible") is True or reserved:
             return []
         return ["A4 node pool is neither spot, flex-start nor bound to a reservation: set provisioning accordingly"]
@@ -111,7 +90,7 @@ def spot_has_ttl(type_: str, props: Props) -> list[str]:
         sched = props.get("scheduling") or {}
         if sched.get("provisioningModel") != "SPOT" and sched.get("preemptible") is not True:
             return []
-        seconds = _get(sched, "maxRunDuration", "seconds")
+        seconds = get_path(sched, "maxRunDuration", "seconds")
         problems = []
         if not isinstance(seconds, (int, float)) or seconds <= 0:
             problems.append("spot VM has no scheduling.maxRunDuration: set the stack's ttl (e.g. 8h)")
@@ -137,17 +116,17 @@ def no_external_ip(type_: str, props: Props) -> list[str]:
     if type_ in (INSTANCE, INSTANCE_TEMPLATE):
         bad = [
             i
-            for i, nic in enumerate(_list(props.get("networkInterfaces")))
-            if _list(_get(nic, "accessConfigs")) or _list(_get(nic, "ipv6AccessConfigs"))
+            for i, nic in enumerate(as_list(props.get("networkInterfaces")))
+            if as_list(get_path(nic, "accessConfigs")) or as_list(get_path(nic, "ipv6AccessConfigs"))
         ]
         return [f"nic{i} has an access config (an external IP): remove it" for i in bad]
     if type_ == ADDRESS and props.get("addressType", "EXTERNAL") == "EXTERNAL":
         return ["an EXTERNAL address is reserved: only INTERNAL addresses are allowed"]
     if type_ == CLUSTER:
-        private = _get(props, "privateClusterConfig", "enablePrivateNodes")
+        private = get_path(props, "privateClusterConfig", "enablePrivateNodes")
         if private is not True:
             return ["cluster nodes are not private (privateClusterConfig.enablePrivateNodes): public IPs"]
-    if type_ == NODE_POOL and _get(props, "networkConfig", "enablePrivateNodes") is False:
+    if type_ == NODE_POOL and get_path(props, "networkConfig", "enablePrivateNodes") is False:
         return ["node pool turns private nodes off (networkConfig.enablePrivateNodes: false)"]
     return []
 
@@ -159,9 +138,9 @@ def no_open_firewall(type_: str, props: Props) -> list[str]:
     """No ingress allow rule takes traffic from 0.0.0.0/0 (or ::/0)."""
     if type_ != FIREWALL or props.get("disabled") is True:
         return []
-    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not _list(props.get("allows")):
+    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not as_list(props.get("allows")):
         return []
-    open_ = [r for r in _list(props.get("sourceRanges")) if r in OPEN_RANGES]
+    open_ = [r for r in as_list(props.get("sourceRanges")) if r in OPEN_RANGES]
     if open_:
         return [f"firewall allows ingress from {', '.join(open_)}: narrow sourceRanges (SSH: IAP's 35.235.240.0/20)"]
     return []
@@ -174,14 +153,14 @@ def privileged_only_in_installer_namespace(type_: str, props: Props) -> list[str
     path = POD_SPEC_PATHS.get(type_)
     if path is None:
         return []
-    spec = _get(props, *path)
+    spec = get_path(props, *path)
     privileged = [
         str(c.get("name", "?"))
         for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in _list(_get(spec, key))
-        if isinstance(c, Mapping) and _get(c, "securityContext", "privileged") is True
+        for c in as_list(get_path(spec, key))
+        if isinstance(c, Mapping) and get_path(c, "securityContext", "privileged") is True
     ]
-    namespace = _get(props, "metadata", "namespace") or "default"
+    namespace = get_path(props, "metadata", "namespace") or "default"
     if privileged and namespace != INSTALLER_NAMESPACE:
         return [
             f"privileged container(s) {', '.join(privileged)} in namespace {namespace!r}: "
@@ -230,11 +209,12 @@ def rdma_zone_matches_nodes(resources: Iterable[Resource]) -> list[str]:
     for r in resources:
         refs: Sequence[Any]
         if r.type == INSTANCE:
-            refs = [_get(nic, "network") for nic in _list(r.props.get("networkInterfaces"))]
+            refs = [get_path(nic, "network") for nic in as_list(r.props.get("networkInterfaces"))]
             zones = [_last(r.props.get("zone"))]
         elif r.type == NODE_POOL:
-            refs = [_get(c, "network") for c in _list(_get(r.props, "networkConfig", "additionalNodeNetworkConfigs"))]
-            zones = [_last(z) for z in _list(r.props.get("nodeLocations"))]
+            extra = as_list(get_path(r.props, "networkConfig", "additionalNodeNetworkConfigs"))
+            refs = [get_path(c, "network") for c in extra]
+            zones = [_last(z) for z in as_list(r.props.get("nodeLocations"))]
         else:
             continue
         for ref in refs:

@@ -43,7 +43,7 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 Props = Mapping[str, Any]
 
 
-def _get(props: Any, *path: str) -> Any:
+def get_path(props: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(props, Mapping):
             return None
@@ -51,7 +51,7 @@ def _get(props: Any, *path: str) -> Any:
     return props
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
@@ -66,17 +66,17 @@ def _members(type_: str, props: Props) -> Iterator[str]:
     if kind.endswith("IAMMember") or kind.endswith("IamMember"):
         yield str(props.get("member") or "")
     if kind.endswith(("IAMBinding", "IamBinding")):
-        yield from (str(m) for m in _list(props.get("members")))
+        yield from (str(m) for m in as_list(props.get("members")))
     if kind.endswith(("IAMPolicy", "IamPolicy")) and isinstance(props.get("policyData"), str):
         try:
             policy = json.loads(props["policyData"])
         except ValueError:
             return
-        for binding in _list(_get(policy, "bindings")):
-            yield from (str(m) for m in _list(_get(binding, "members")))
+        for binding in as_list(get_path(policy, "bindings")):
+            yield from (str(m) for m in as_list(get_path(binding, "members")))
     if "AccessControl" in kind or kind.endswith(("ACL", "Acl")):  # legacy bucket and object ACLs
         yield str(props.get("entity") or "")
-        yield from (str(e).split(":", 1)[-1] for e in _list(props.get("roleEntities")))
+        yield from (str(e).split(":", 1)[-1] for e in as_list(props.get("roleEntities")))
 
 
 def no_public_iam(type_: str, props: Props) -> list[str]:
@@ -128,13 +128,14 @@ def covers_every_address(cidrs: list[Any]) -> bool:
 
 
 def no_every_address(type_: str, props: Props) -> list[str]:
-    if type_ == FIREWALL and props.get("disabled") is not True and _list(props.get("allows")):
+    if type_ == FIREWALL and props.get("disabled") is not True and as_list(props.get("allows")):
         direction = str(props.get("direction") or "INGRESS").upper()
-        ranges = _list(props.get("sourceRanges" if direction == "INGRESS" else "destinationRanges"))
+        ranges = as_list(props.get("sourceRanges" if direction == "INGRESS" else "destinationRanges"))
         if direction == "INGRESS" and covers_every_address(ranges):
             return [f"firewall allows ingress from every address ({', '.join(map(str, ranges))}): narrow it"]
     if type_ == CLUSTER:
-        blocks = [_get(b, "cidrBlock") for b in _list(_get(props, "masterAuthorizedNetworksConfig", "cidrBlocks"))]
+        cidrs = as_list(get_path(props, "masterAuthorizedNetworksConfig", "cidrBlocks"))
+        blocks = [get_path(b, "cidrBlock") for b in cidrs]
         if covers_every_address(blocks):
             return [f"control plane authorized networks cover every address ({', '.join(map(str, blocks))})"]
     return []
@@ -150,8 +151,8 @@ def _pod(type_: str, props: Props) -> tuple[tuple[str, str, str], Any] | None:
     if path is None:
         return None
     meta = props.get("metadata") or {}
-    who = (type_, str(_get(meta, "namespace") or names.NAMESPACE), str(_get(meta, "name") or ""))
-    return who, _get(props, *path) or {}
+    who = (type_, str(get_path(meta, "namespace") or names.NAMESPACE), str(get_path(meta, "name") or ""))
+    return who, get_path(props, *path) or {}
 
 
 def host_namespaces_only_where_needed(type_: str, props: Props) -> list[str]:
@@ -165,8 +166,8 @@ def host_namespaces_only_where_needed(type_: str, props: Props) -> list[str]:
         problems.append("hostPID outside the installer DaemonSet: the pod sees and can signal every host process")
     roots = [
         v.get("name")
-        for v in _list(spec.get("volumes"))
-        if isinstance(_get(v, "hostPath", "path"), str) and posixpath.normpath(v["hostPath"]["path"]) in ("/", "//")
+        for v in as_list(spec.get("volumes"))
+        if isinstance(get_path(v, "hostPath", "path"), str) and posixpath.normpath(v["hostPath"]["path"]) in ("/", "//")
     ]
     if roots and not installer:
         problems.append(f"hostPath / ({', '.join(map(str, roots))}) outside the installer: the host's whole disk")
@@ -186,7 +187,7 @@ def images_by_digest(type_: str, props: Props) -> list[str]:
     bad = [
         f"{c.get('name', '?')}={c.get('image')}"
         for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in _list(spec.get(key))
+        for c in as_list(spec.get(key))
         if isinstance(c, Mapping) and isinstance(c.get("image"), str) and not DIGEST.search(c["image"])
     ]
     return [f"image(s) without @sha256:<digest>: {', '.join(bad)} (a tag can move to other bytes)"] if bad else []

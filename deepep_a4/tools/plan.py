@@ -341,8 +341,13 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
 
     if cfg.installer.store_manifest:
         return []
-    waiting = installer.manifest_pinned(cfg, fetched_only=True)
     build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
+    if cfg.staged:
+        return [
+            "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
+            f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
+        ]
+    waiting = installer.manifest_pinned(cfg, fetched_only=True)
     if not cfg.installer.store_url:
         return (
             [f"WARNING: no pin for {', '.join(waiting)}: nodes refuse them; set artifactStore and run {build}"]

@@ -287,18 +287,9 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
 @click.pass_context
-def command(
-    ctx: click.Context,
-    stack: str,
-    keep: bool,
-    assume_yes: bool,
-    destroy_only: bool,
-    out: str | None,
-    install_timeout: float,
-    poll: float,
-) -> None:
+def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
-    ctx.exit(execute(stack, keep, assume_yes, destroy_only, out, install_timeout, poll, deps))
+    ctx.exit(execute(options.pop("stack"), **options, deps=deps))
 
 
 def execute(

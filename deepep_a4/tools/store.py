@@ -234,6 +234,20 @@ def command() -> None:
     """The artifact store: sources and prebuilt artifacts shared by every node (docs/store.md)."""
 
 
+def stack_and_store(stack: str, store_url: str) -> tuple[StackConfig, str]:
+    """The stack's config and the store to use (--store, else the stack's artifactStore), or a usage error."""
+    from deepep_a4.tools import plan as plan_tool
+
+    try:
+        _, _, cfg = plan_tool.load_stack(stack)
+    except plan_tool.UsageError as err:
+        raise click.ClickException("; ".join(err.lines)) from None
+    url = store_url or cfg.installer.store_url
+    if not url:
+        raise click.UsageError(f"stack {cfg.stack} sets no artifactStore: name one with --store gs://BUCKET/PREFIX")
+    return cfg, url
+
+
 @command.command("fill")
 @click.option("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml) or a stack file path")
 @click.option("--store", "store_url", default="", help="gs://BUCKET/PREFIX or a folder; default: the stack's")
@@ -245,15 +259,7 @@ def command() -> None:
 )
 def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:
     """Put the stack's sources (GDRCopy, NVSHMEM, DeepEP, PR #466) into the store."""
-    from deepep_a4.tools import plan as plan_tool
-
-    try:
-        _, _, cfg = plan_tool.load_stack(stack)
-    except plan_tool.UsageError as err:
-        raise click.ClickException("; ".join(err.lines)) from None
-    url = store_url or cfg.installer.store_url
-    if not url:
-        raise click.UsageError(f"stack {cfg.stack} sets no artifactStore: name one with --store gs://BUCKET/PREFIX")
+    cfg, url = stack_and_store(stack, store_url)
     store = open_store(url)
     click.echo(f"store {url}: sources of stack {cfg.stack}")
     added = fill(sources(cfg), store, from_dir)

@@ -209,22 +209,14 @@ def build_command(
     stack: str, store_url: str, image: str, work: Path | None, from_dir: Path | None, dry_run: bool
 ) -> None:
     """Build the stack's artifacts in a CUDA container and publish them with a manifest to pin."""
-    from deepep_a4.tools import plan as plan_tool
-
-    try:
-        _, _, cfg = plan_tool.load_stack(stack)
-    except plan_tool.UsageError as err:
-        raise click.ClickException("; ".join(err.lines)) from None
-    url = store_url or cfg.installer.store_url
-    if not url:
-        raise click.UsageError(f"stack {cfg.stack} sets no artifactStore: name one with --store gs://BUCKET/PREFIX")
+    cfg, url = store.stack_and_store(stack, store_url)
     chosen = image_for(cfg, image)
-    work = work or Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
+    folder: Path = work or Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
     if dry_run:
-        render(cfg, work)
-        click.echo(f"rendered {work}/installer: phases {' '.join(build_phases(cfg))}")
-        click.echo(" ".join(container_command(chosen, work.resolve(), installer.INSTALL_ROOTS[cfg.platform])))
+        render(cfg, folder)
+        click.echo(f"rendered {folder}/installer: phases {' '.join(build_phases(cfg))}")
+        click.echo(" ".join(container_command(chosen, folder.resolve(), installer.INSTALL_ROOTS[cfg.platform])))
         return
-    sha = build(cfg, work, store.open_store(url), chosen, from_dir)
+    sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
     click.echo(f"manifest {url}/manifests/{sha}.txt")
     click.echo(f"pin it in the stack: pulumi config set deepep-a4:artifactStoreManifest {sha} -s {cfg.stack}")

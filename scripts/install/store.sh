@@ -252,7 +252,7 @@ _pinned_digest() {
   local want
   want="$(manifest_digest "$1")" || return 2
   if [[ -z $want ]]; then
-    log "store: $1 is not in the stack's store manifest (${STORE_MANIFEST:-none pinned}): not taken"
+    log "store: $1 is not in the stack's store manifest (${STORE_MANIFEST:-none pinned}): not taken" >&2
     return 1
   fi
   echo "$want"

@@ -212,9 +212,25 @@ def engine_like(result: plan_engine.PlanResult) -> list[rules.Resource]:
     return [rules.Resource(r["type"], r["name"], fix(r["inputs"])) for r in result.resources]
 
 
+# The supported GKE stack's staging image is a stand-in tag until the user pins one (the plan says so, and the
+# pack refuses it: test_an_unpinned_staging_image_is_refused); with a digest the stack passes every rule.
+PINNED_STAGER = "registry.example/stager:1@sha256:" + "a" * 64
+
+
 @pytest.fixture(scope="module", params=["gke-b200", "gce-b200"])
 def stack_resources(request: pytest.FixtureRequest) -> list[rules.Resource]:
-    return engine_like(plan(request.param))
+    pinned = {"installerImage": PINNED_STAGER} if request.param.startswith("gke") else {}
+    return engine_like(plan(request.param, **pinned))
+
+
+def test_an_unpinned_staging_image_is_refused() -> None:
+    refused = [
+        msg
+        for r in engine_like(plan("gke-b200", installerImage="ubuntu:24.04"))
+        for name, (_, rule) in rules.RESOURCE_RULES.items()
+        for msg in rule(r.type, r.props)
+    ]
+    assert refused and all("ubuntu:24.04" in m for m in refused), refused
 
 
 def test_both_stacks_pass_every_resource_rule(stack_resources: list[rules.Resource]) -> None:
