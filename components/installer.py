@@ -127,10 +127,11 @@ def manifest_pinned(cfg: StackConfig, fetched_only: bool = False) -> list[str]:
     (`deepep-a4 store build` downloads them once, on the user's machine); until then nodes refuse them.
     `fetched_only`: without what a shipped phase skips on this platform (gIB's keys on GKE)."""
     v = cfg.versions
-    names = [f"gdrcopy-{v.gdrcopy}.tar.gz"]
-    if v.nvshmem_source == "source":
+    # A staged node (nodeProfile=supported) downloads nothing but the store's objects, and gIB's keys on GCE.
+    names = [] if cfg.staged else [f"gdrcopy-{v.gdrcopy}.tar.gz"]
+    if v.nvshmem_source == "source" and not cfg.staged:
         names.append(f"nvshmem-{v.nvshmem}-source")
-    if cfg.installer.use_doca_ofed:
+    if cfg.installer.use_doca_ofed and not cfg.staged:
         names.append("GPG-KEY-Mellanox")
     # The phase ships to every target (it skips itself on GKE), so its keys are listed for both.
     if cfg.installer.nccl_gib and (cfg.platform == "gce" or not fetched_only):

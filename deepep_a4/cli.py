@@ -39,7 +39,7 @@ def _subcommand(module: str, name: str) -> None:
     main.add_command(importlib.import_module(module).command, name)
 
 
-_subcommand("deepep_a4.tools.store", "store")
+_subcommand("deepep_a4.tools.store_build", "store")
 _subcommand("deepep_a4.tools.hwtest", "hwtest")
 _subcommand("deepep_a4.tools.bringup", "bringup")
 

@@ -342,19 +342,21 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
     if cfg.installer.store_manifest:
         return []
     build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
-    if cfg.staged:
-        return [
-            "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
-            f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
-        ]
     waiting = installer.manifest_pinned(cfg, fetched_only=True)
     if not cfg.installer.store_url:
-        return (
-            [f"WARNING: no pin for {', '.join(waiting)}: nodes refuse them; set artifactStore and run {build}"]
-            if waiting
-            else []
-        )
-    lines = [f"STAND-IN: no artifactStoreManifest: every node builds cold (docs/store.md); run {build}"]
+        lines = []
+        if cfg.staged:
+            lines.append(
+                "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
+                f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
+            )
+        if waiting:
+            lines.append(
+                f"WARNING: no pin for {', '.join(waiting)}: nodes refuse them; set artifactStore and run {build}"
+            )
+        return lines
+    cold = "the nodes stage nothing until one is pinned" if cfg.staged else "every node builds cold (docs/store.md)"
+    lines = [f"STAND-IN: no artifactStoreManifest: {cold}; run {build}"]
     if waiting:
         lines.append(f"STAND-IN: {', '.join(waiting)} are pinned only by that manifest: until then nodes refuse them")
     return lines
@@ -373,7 +375,9 @@ def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
         image, driver = ref.family or ref.name, f"the image's NVIDIA {ref.driver_branch} (recorded by verify-staged)"
         stager = "the VM's startup script"
     gib = (
-        f"{gke_gib.GIB_IMAGE} (DaemonSet)" if cfg.platform == "gke" else f"nccl-gib {installer.NCCL_GIB_VERSION} (apt)"
+        f"{gke_gib.GIB_IMAGE} (DaemonSet; by the digest looked up at the first deploy)"
+        if cfg.platform == "gke"
+        else f"nccl-gib {installer.NCCL_GIB_VERSION} (apt, held)"
     )
     return [
         ("node image", image),

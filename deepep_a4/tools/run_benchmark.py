@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""One command for the whole loop: up, install on every node, benchmarks, report, destroy.
-The up enforces the policy pack in policy/ (deepep_a4/policy: what no one should deploy).
+"""One command for the whole loop, under the policy pack in policy/: up, install, benchmarks, report, destroy.
 
     .venv/bin/deepep-a4 run --stack gke-b200 [--keep] [--yes] [--out DIR]
 

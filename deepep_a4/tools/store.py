@@ -264,12 +264,3 @@ def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:
     click.echo(f"store {url}: sources of stack {cfg.stack}")
     added = fill(sources(cfg), store, from_dir)
     click.echo(f"{added} added")
-
-
-def _register_build() -> None:
-    from deepep_a4.tools import store_build
-
-    command.add_command(store_build.build_command)
-
-
-_register_build()

@@ -220,3 +220,8 @@ def build_command(
     sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
     click.echo(f"manifest {url}/manifests/{sha}.txt")
     click.echo(f"pin it in the stack: pulumi config set deepep-a4:artifactStoreManifest {sha} -s {cfg.stack}")
+
+
+# `deepep-a4 store`: the store's group (fill) with build added here, so that store.py imports nothing of this.
+command = store.command
+command.add_command(build_command)

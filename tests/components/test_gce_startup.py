@@ -72,7 +72,9 @@ def run_write_files(script: str, tmp_path: Path) -> subprocess.CompletedProcess[
 
 @pytest.mark.parametrize("overrides", [{}, {"nicHandler": "cpu", "gdrcopyKernelModule": True}])
 def test_write_files_unpacks_every_file_byte_for_byte(overrides: dict[str, object], tmp_path: Path) -> None:
-    cfg = config.parse(plan_engine.project_keys(stack_config("gce-b200", **overrides)), "gce-b200")
+    # The cpu NIC handler with gdrdrv is the host-install profile's (the accelerator image loads no gdrdrv).
+    stack = "gce-b200-ubuntu" if overrides else "gce-b200"
+    cfg = config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
     script = gce_bench.render_startup_script(cfg)
     proc = run_write_files(script, tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "unpacked", proc.stdout + proc.stderr

@@ -524,7 +524,7 @@ def test_system_pool_is_small_untainted_and_has_its_own_account(gke_plan: plan_e
     assert node["machineType"] == "e2-standard-4"
     assert "taints" not in node and "guestAccelerators" not in node
     # Its own account with GKE's node minimum only: a pod on the system pool reaches no A4 grant (store, images).
-    assert node["serviceAccount"] == "deepep-gke-b200-system@deepep-a4-demo.iam.gserviceaccount.com"
+    assert node["serviceAccount"] == "deepep-gke-b200-ubuntu-system@deepep-a4-demo.iam.gserviceaccount.com"
     assert node["serviceAccount"] != a4_pool_of(gke_plan)["nodeConfig"]["serviceAccount"]
     grants = [
         g for g in of_type(gke_plan, IAM_MEMBER) if g["inputs"]["member"] == f"serviceAccount:{node['serviceAccount']}"

@@ -873,7 +873,7 @@ def test_plan_off_a_node_reads_only(tmp_path: Path) -> None:
     assert sorted(p.name for p in (m.root / "state/markers").iterdir()) == markers
 
 
-@pytest.mark.parametrize(("stack", "target"), [("gke-b200", "gke"), ("gce-b200", "gce")])
+@pytest.mark.parametrize(("stack", "target"), [("gke-b200-ubuntu", "gke"), ("gce-b200", "gce")])
 def test_plan_lists_nccl_gib_only_where_the_installer_runs_it(tmp_path: Path, stack: str, target: str) -> None:
     # On GKE the gIB DaemonSet installs the plugin: the node's installer neither ships nor lists the phase,
     # and its status says why it is left out.

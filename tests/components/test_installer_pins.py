@@ -145,16 +145,21 @@ def check_pins(stack: str, **overrides: object) -> tuple[list[str], list[str]]:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_download_of_every_stack_has_a_pin(stack: str) -> None:
-    cfg, files = rendered(stack)
+    # With a store (the example stacks name none of ours: a user's), whose manifest pins the rest.
+    cfg, files = rendered(stack, artifactStore=STACK_STORE)
     values, sha256, key_fpr = config_values(files["config.sh"])
     assert values["REQUIRE_CHECKSUMS"] == "1"
     assert values["STORE_PUBLISH"] == "0", "nodes of an example stack publish nothing (docs/store.md)"
-    checked, unpinned = check_pins(stack)
+    checked, unpinned = check_pins(stack, artifactStore=STACK_STORE)
     assert not unpinned, unpinned
-    # What the phases download: the CUDA repository's keyring, GDRCopy, DOCA's key, NVSHMEM's source (a source
-    # build), gIB's two keys.
+    if cfg.staged:  # the store's objects only (the manifest pins them), and gIB's keys on GCE
+        assert ("google-artifact-registry" in checked) == (cfg.platform == "gce" and cfg.installer.nccl_gib)
+        return
+    # What the host install downloads: the CUDA repository's keyring, GDRCopy, DOCA's key, NVSHMEM's source (a
+    # source build), gIB's two keys on GCE.
     assert "cuda-keyring_1.1-1_all-ubuntu2404.deb" in checked and f"gdrcopy-{cfg.versions.gdrcopy}.tar.gz" in checked
-    assert "GPG-KEY-Mellanox" in checked and "google-artifact-registry" in checked
+    assert "GPG-KEY-Mellanox" in checked
+    assert ("google-artifact-registry" in checked) == (cfg.platform == "gce")
     if cfg.versions.nvshmem_source == "source":
         assert f"nvshmem-{cfg.versions.nvshmem}-source" in checked
     for name, digest in sha256.items():
@@ -165,7 +170,7 @@ def test_every_download_of_every_stack_has_a_pin(stack: str) -> None:
 
 def test_the_check_finds_a_download_that_lost_its_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(installer.CHECKSUMS, "cuda-keyring_1.1-1_all-ubuntu2204.deb")
-    _, unpinned = check_pins(STACKS[0])
+    _, unpinned = check_pins("gce-b200-ubuntu", artifactStore=STACK_STORE)
     assert unpinned == [
         "lib.sh downloads cuda-keyring_1.1-1_all-ubuntu2204.deb from "
         f"{installer.CUDA_REPO_BASE}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb with no pin"
@@ -176,7 +181,9 @@ def test_the_check_finds_a_download_that_lost_its_pin(monkeypatch: pytest.Monkey
 def test_without_a_store_what_only_its_manifest_pins_has_no_pin(stack: str) -> None:
     cfg, _ = rendered(stack, artifactStore="")
     _, unpinned = check_pins(stack, artifactStore="")
-    assert {u.split(" downloads ")[1].split(" from ")[0] for u in unpinned} == set(installer.manifest_pinned(cfg))
+    assert {u.split(" downloads ")[1].split(" from ")[0] for u in unpinned} == set(
+        installer.manifest_pinned(cfg, fetched_only=True)
+    )
 
 
 def test_only_the_download_helpers_call_curl() -> None:
@@ -195,7 +202,7 @@ def test_a_stack_without_a_store_manifest_shows_its_stand_in() -> None:
         cfg, files = rendered(stack)
         if installer.manifest_pinned(cfg):
             assert "STAND-IN: no artifactStoreManifest yet" in files["config.sh"]
-    _, files = rendered(STACKS[0], artifactStoreManifest="ab" * 32)
+    _, files = rendered(STACKS[0], artifactStore=STACK_STORE, artifactStoreManifest="ab" * 32)
     text = files["config.sh"]
     assert "STAND-IN" not in text and "STORE_MANIFEST=" + "ab" * 32 in text
 
@@ -224,4 +231,5 @@ def test_the_plan_says_what_waits_for_the_store_manifest(stack: str) -> None:
     assert plan_tool.store_warnings(pinned, stack) == []
     bare, _ = rendered(stack, artifactStore="")
     waiting = installer.manifest_pinned(bare, fetched_only=True)
-    assert bool(plan_tool.store_warnings(bare, stack)) == bool(waiting)
+    # Without a store: a warning for what no pin covers, and for a staged node, which stages only from a store.
+    assert bool(plan_tool.store_warnings(bare, stack)) == bool(waiting or bare.staged)

@@ -128,7 +128,7 @@ def test_a_bucket_of_another_project_stops_the_deployment_unless_its_policy_can_
     # The same bucket where this deployment may change its policy (a store shared across projects): granted.
     monkeypatch.setattr(plan_engine.PlanMocks, "call", real_call)
     result = plan("gke-b200", artifactStore=FOREIGN)
-    assert len([g for g in of_type(result, BUCKET_IAM) if g["parent"] == "store"]) == 2
+    assert len([g for g in of_type(result, BUCKET_IAM) if g["parent"] == "store"]) == 1  # read only: no publish
 
 
 def plan_printout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **overrides: Any) -> str:
@@ -144,8 +144,8 @@ def test_the_offline_plan_warns_once_when_the_store_bucket_does_not_look_like_th
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     text = plan_printout(monkeypatch, tmp_path, project="my-own-project", artifactStore=FOREIGN)
-    warnings = [line for line in text.splitlines() if "artifactStore" in line]
+    warnings = [line for line in text.splitlines() if line.startswith("WARNING: artifactStore")]
     assert len(warnings) == 1 and warnings[0].startswith("WARNING: artifactStore bucket someone-elses-bucket")
     assert "my-own-project" in warnings[0]
     text = plan_printout(monkeypatch, tmp_path, project="my-own-project", artifactStore=OWN)
-    assert "artifactStore" not in text
+    assert not [line for line in text.splitlines() if line.startswith("WARNING: artifactStore")]

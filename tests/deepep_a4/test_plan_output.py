@@ -162,17 +162,19 @@ def test_the_plan_marks_made_up_values_as_stand_ins_and_states_deadline_and_brin
     with contextlib.redirect_stdout(out):
         assert plan_tool.main(["--stack", stack, "--out", str(tmp_path / "p")]) == 0
     lines = out.getvalue().splitlines()
-    outputs = lines[lines.index("Outputs:") + 1 : lines.index("Installed on every node:")]
+    listing = next(i for i, line in enumerate(lines) if line.startswith(("Installed on every node", "Staged on every")))
+    outputs = lines[lines.index("Outputs:") + 1 : listing]
     label = f"({engine.STAND_IN})"
     marked = {line.split(":")[0].strip() for line in outputs if engine.STAND_IN in line}
     assert made_up in marked and "deadline" in marked
     for line in outputs:  # every value that holds something only the mocks invent carries the label
         assert not engine.is_stand_in(line) or engine.STAND_IN in line, line
     assert any(line.startswith(f"  {made_up}: ") and line.endswith(label) for line in outputs)
-    assert any(line.startswith("Bring-up per node (host-install): ") for line in lines)
+    profile = "host-install" if stack.endswith("-ubuntu") else "supported"  # the examples' nodeProfile
+    assert any(line.startswith(f"Bring-up per node ({profile}): ") for line in lines)
     assert any(line.startswith("Deadline: ") and engine.STAND_IN in line for line in lines)
     saved = json.loads((tmp_path / "p" / "plan.json").read_text())
-    assert made_up in saved["standIns"] and saved["bringUpSeconds"]["profile"] == "host-install"
+    assert made_up in saved["standIns"] and saved["bringUpSeconds"]["profile"] == profile
 
 
 def test_only_mock_made_values_are_stand_ins() -> None:

@@ -18,6 +18,8 @@ import yaml
 from tests.conftest import ROOT
 
 GKE = "gke-b200"
+# The field reports' GKE path: the keys of the host install (driver, DOCA-OFED, Ubuntu's GKE floor) belong there.
+GKE_HOST = "gke-b200-ubuntu"
 GCE = "gce-b200"
 NS = "deepep-a4:"
 # A digest for rendering tests only: the installer would refuse the real download unless it matched.
@@ -66,8 +68,8 @@ CASES = [
     (GKE, {"torchVersion": "2.10.0+cu126"}, "", "torchVersion", "'2.10.0+cu126'", "use a +cu129 build"),
     (GKE, {"torchVersion": "2.99.0+cu129"}, "", "torchVersion", "'2.99.0+cu129'", "cu129 builds: 2.8.0, 2.10.0"),
     (GKE, {"torchVersion": "2.99.0"}, "", "torchVersion", "'2.99.0'", "must name its CUDA wheel variant"),
-    (GKE, {"nvidiaDriverVersion": "550.163.01"}, "", "nvidiaDriverVersion", "'550.163.01'", "570 branch or newer"),
-    (GKE, {"docaOfedVersion": "9.9.9"}, "", "docaOfedVersion", "'9.9.9'", "DOCA-OFED release the project knows"),
+    (GKE_HOST, {"nvidiaDriverVersion": "550.163.01"}, "", "nvidiaDriverVersion", "'550.163.01'", "570 branch or newer"),
+    (GKE_HOST, {"docaOfedVersion": "9.9.9"}, "", "docaOfedVersion", "'9.9.9'", "DOCA-OFED release the project knows"),
     (GKE, {"gdrcopyVersion": "2.9.9"}, "", "gdrcopyVersion", "'2.9.9'", "GDRCopy release the project knows (2.0"),
     (GKE, {"cudaVersion": "12.10"}, "", "cudaVersion", "'12.10'", "CUDA toolkit the project knows"),
     (GKE, {"zone": "asia-southeast1-a"}, "", "zone", "'asia-southeast1-a'", "only in asia-northeast1-b"),
@@ -95,7 +97,7 @@ CASES = [
         "together cover 0.0.0.0/0",
     ),
     (GKE, {"deepepRef": "v9.9.9"}, "", "deepepRef", "'v9.9.9'", "not a DeepEP tag or commit the project knows"),
-    (GKE, {"gkeVersion": "1.32.4-gke.1236000"}, "", "gkeVersion", "'1.32.4-gke.1236000'", "1.32.7-gke.1067000"),
+    (GKE_HOST, {"gkeVersion": "1.32.4-gke.1236000"}, "", "gkeVersion", "'1.32.4-gke.1236000'", "1.32.7-gke.1067000"),
     (
         GKE,
         {"gdrcopyVersion": "2.7", "versionOverrides": override("gdrcopy", "2.7", GDRCOPY_26, "XYZ")},
