@@ -86,7 +86,8 @@ gate_security() {
 
 gate_pytest() {
   local rc=0
-  "$PY" -m pytest --tb=native -q tests 2>&1 | tee build/pytest.log || rc=$?
+  # One worker per core (pytest-xdist): the suite is mostly subprocesses and mock plans, which run side by side.
+  "$PY" -m pytest --tb=native -q -n auto tests 2>&1 | tee build/pytest.log || rc=$?
   [[ $rc -eq 5 ]] && echo "pytest ran no test"
   return "$rc"
 }
