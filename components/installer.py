@@ -29,8 +29,7 @@ from scripts import names, payload
 
 INSTALL_ROOTS = names.INSTALL_ROOTS
 ENTRYPOINT = "run.sh"
-# Where the GCE startup script puts the rendered files.
-GCE_INSTALLER_DIR = names.install_paths("gce")["installer"]
+GCE_INSTALLER_DIR = names.install_paths("gce")["installer"]  # where the GCE startup script puts the files
 REBOOT_EXIT = names.EXIT_REBOOT
 
 PHASES: tuple[str, ...] = (
@@ -89,8 +88,7 @@ def left_out(cfg: StackConfig, target: str) -> dict[str, str]:
     return {p: _STAGED_LEFT_OUT for p in PHASES if p not in shipped} if cfg.staged else target_phases(target)[1]
 
 
-# PCI device ids per accelerator, for preflight before any driver is loaded.
-GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}
+GPU_PCI_IDS = {"nvidia-b200": ("NVIDIA B200", ("0x2901",))}  # per accelerator, for preflight before any driver
 
 CUDA_REPO_BASE = "https://developer.download.nvidia.com/compute/cuda/repos"
 DOCA_REPO_BASE = versions.DOCA_REPO_BASE

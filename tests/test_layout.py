@@ -114,3 +114,15 @@ def test_the_pulumi_program_refuses_a_foreign_components_package(tmp_path: Path)
     assert f"package components is imported from {tmp_path / 'fake' / 'components'}, not from this project" in (
         proc.stderr
     )
+
+
+MAX_MODULE_LINES = 450
+
+
+def test_every_module_outside_tests_reads_in_one_sitting() -> None:
+    tracked = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True)
+    files = [f for f in tracked.stdout.decode().split() if not f.startswith("tests/")] or [
+        str(p.relative_to(ROOT)) for d in ("components", "scripts", "deepep_a4") for p in (ROOT / d).rglob("*.py")
+    ]
+    long = {f: n for f in files if (n := len((ROOT / f).read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these by responsibility (at most {MAX_MODULE_LINES} lines): {long}"
