@@ -415,3 +415,20 @@ phase_script() { echo "${PHASE_SCRIPT:?run.sh sets PHASE_SCRIPT}"; }
 
 # shellcheck source=scripts/install/store.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/store.sh"
+
+# nvshmem_ibgda_env HCA_PREFIX: the env-file lines of NVSHMEM's IBGDA over GCP RoCE, the one list both
+# node profiles write (10-env.sh on the host, 14-verify-staged.sh for the staged user space).
+nvshmem_ibgda_env() {
+  cat <<ENV
+# NVSHMEM IBGDA over GCP RoCE, on HCAs named $1*.
+export NVSHMEM_REMOTE_TRANSPORT=ibgda
+export NVSHMEM_IB_ENABLE_IBGDA=1
+export NVSHMEM_IBGDA_NIC_HANDLER=$NIC_HANDLER
+export NVSHMEM_HCA_PREFIX=$1
+export NVSHMEM_IB_GID_INDEX=$GID_INDEX
+# RoCE traffic class of NVSHMEM's QPs (DSCP = class >> 2); 52 is the class Google's NCCL data uses on A4.
+export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
+export NVSHMEM_DISABLE_CUDA_VMM=1
+export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
+ENV
+}

@@ -116,17 +116,8 @@ ENV
 export NVSHMEM_REMOTE_TRANSPORT=none
 ENV
   else
+    nvshmem_ibgda_env "$HCA_PREFIX" >>"$ENV_FILE.tmp"
     cat >>"$ENV_FILE.tmp" <<ENV
-# NVSHMEM IBGDA over GCP RoCE.
-export NVSHMEM_REMOTE_TRANSPORT=ibgda
-export NVSHMEM_IB_ENABLE_IBGDA=1
-export NVSHMEM_IBGDA_NIC_HANDLER=$NIC_HANDLER
-export NVSHMEM_HCA_PREFIX=$HCA_PREFIX
-export NVSHMEM_IB_GID_INDEX=$GID_INDEX
-# RoCE traffic class of NVSHMEM's QPs (DSCP = class >> 2); 52 is the class Google's NCCL data uses on A4.
-export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
-export NVSHMEM_DISABLE_CUDA_VMM=1
-export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
 # GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
 export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
 # One rdma-core (libibverbs ABI $pabi): providers come from libibverbs' default folder, never from an

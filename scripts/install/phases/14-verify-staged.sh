@@ -148,15 +148,7 @@ export LD_LIBRARY_PATH='$ldpath'"\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PYTHONPATH='$R/DeepEP':'$R/pytorch'"\${PYTHONPATH:+:\$PYTHONPATH}"
 export NVSHMEM_HOME='$R/nvshmem'
 export LD_PRELOAD='$preload'"\${LD_PRELOAD:+:\$LD_PRELOAD}"
-# NVSHMEM IBGDA over GCP RoCE, on the node's own HCA names ($prefix*).
-export NVSHMEM_REMOTE_TRANSPORT=ibgda
-export NVSHMEM_IB_ENABLE_IBGDA=1
-export NVSHMEM_IBGDA_NIC_HANDLER=$NIC_HANDLER
-export NVSHMEM_HCA_PREFIX=$prefix
-export NVSHMEM_IB_GID_INDEX=$GID_INDEX
-export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
-export NVSHMEM_DISABLE_CUDA_VMM=1
-export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
+$(nvshmem_ibgda_env "$prefix")
 # No gdrdrv module on this node image: NVSHMEM must not try GDRCopy (troubleshooting T09).
 export NVSHMEM_DISABLE_GDRCOPY=1
 # GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
