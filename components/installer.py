@@ -192,6 +192,7 @@ def phase_deps(cfg: StackConfig) -> dict[str, tuple[str, ...]]:
     if cfg.staged:
         deps["stage"] = ()
         deps["verify-staged"] = ("stage",)
+        deps["pack-userspace"] = ("nvshmem", "pytorch", "deepep")  # the store builder's last phase
     return deps
 
 
@@ -220,7 +221,7 @@ class Profile:
     Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
     `values` replaces config.sh values (versions the test machine has, its CUDA and arch); `checksums`, when
     set, replaces the sha256 table (the hardware test's sources are the user's own files, not the archives
-    the published digests are for).
+    the published digests are for); `stage_objects` names the staged parts (the builder of a supported stack).
     """
 
     target: str
@@ -229,6 +230,7 @@ class Profile:
     left_out: dict[str, str]
     values: dict[str, object]
     checksums: dict[str, str] | None = None
+    stage_objects: dict[str, str] | None = None
 
 
 def _script_files(phases: tuple[str, ...] = PHASES) -> dict[str, str]:
@@ -319,10 +321,12 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     }
     phases = node_phases(cfg, target)
     left: dict[str, str] = left_out(cfg, target)
-    if cfg.staged and not profile:
+    stage = profile.stage_objects if profile else (staging.objects(cfg, target) if cfg.staged else None)
+    if stage:
         # Where GKE's driver installer puts the driver on COS; the accelerator image's is the system's.
-        values["DRIVER_HOME"] = names.GKE_HOST_NVIDIA if target == "gke" else ""
-        values["STAGE_PARTS"] = " ".join(staging.PARTS)
+        values["DRIVER_HOME"] = names.GKE_HOST_NVIDIA if target == "gke" and not profile else ""
+        values["STAGE_PARTS"] = " ".join(stage)
+        values["RDMA_CORE_VERSION"] = staging.RDMA_CORE_VERSION  # what the builder's rdma-core must be
     if profile:
         unknown = sorted(set(profile.values) - set(values))
         if unknown:
@@ -360,9 +364,9 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines.append("declare -A LEFT_OUT=(")
     lines += [f"  [{p}]={shlex.quote(why)}" for p, why in left.items()]
     lines.append(")")
-    if cfg.staged and not profile:
+    if stage:
         lines.append("declare -A STAGE_OBJECTS=(")
-        lines += [f"  [{p}]={shlex.quote(rel)}" for p, rel in staging.objects(cfg, target).items()]
+        lines += [f"  [{p}]={shlex.quote(rel)}" for p, rel in stage.items()]
         lines.append(")")
     return "\n".join(lines) + "\n"
 
@@ -432,18 +436,15 @@ def render_startup_script(cfg: StackConfig) -> str:
         "#!/bin/bash\n",
         f"# deepep-a4 installer, stack {cfg.stack} (GCE): writes the rendered installer and runs it.\n",
         f"# Exit code: the installer's (0 ready, {REBOOT_EXIT} reboot scheduled: rerun after boot, other: failed).\n",
-        "set -Eeuo pipefail\n",
-        "umask 022\n",
+        "set -Eeuo pipefail\numask 022\n",
         f'dir="${{DEEPEP_INSTALLER_DIR:-{GCE_INSTALLER_DIR}}}"\n',
         'new="$dir.new"\n',
-        'rm -rf "$new"\n',
-        'mkdir -p "$new/phases"\n',
+        'rm -rf "$new"\nmkdir -p "$new/phases"\n',
     ]
     parts += [_heredoc(rel, text) for rel, text in files.items()]
     parts += [
         'chmod 0755 "$new/run.sh"\n',
-        'rm -rf "$dir"\n',
-        'mv "$new" "$dir"\n',
+        'rm -rf "$dir"\nmv "$new" "$dir"\n',
         f'exec bash "$dir/{ENTRYPOINT}" "$@"\n',
     ]
     return "".join(parts)

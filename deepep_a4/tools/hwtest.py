@@ -18,13 +18,14 @@ intranode and low-latency tests through the installed environment and parses the
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
 import click
 
-from components import installer
-from components.config import upstream
+from components import installer, staging
+from components.config import StackConfig, upstream
 from scripts import payload
 
 # The stack whose options the profile starts from; the profile then replaces what the machine decides.
@@ -37,6 +38,11 @@ LEFT_OUT = {
     "cuda": "CUDA is installed on the machine; the phase installs it from NVIDIA's apt repository",
 }
 HWTEST_SH = "hwtest.sh"
+# nodeProfile=supported: the store builder's phases (ending with pack-userspace), then a node's (stage, verify-staged)
+# at the same root, emptied in between: what a COS node or an accelerator-image VM runs, from the same store.
+BUILD_PHASES = ("preflight", "gdrcopy", "nvshmem", "pytorch", "deepep", "pack-userspace")
+NODE_PHASES = installer.STAGED_PHASES
+NODE_LEFT_OUT = "the staged node takes the user space from the store; the builder run before it made it"
 
 
 def profile(
@@ -62,6 +68,7 @@ def profile(
             "DEEPEP_PR466": False,
             "TORCH_VERSION": "installed",
             "BASE_PYTHON": python,
+            "NODE_PROFILE": "host-install",
             "GPU_MODEL": "",
             "GPU_DEVICE_IDS": "",
             "EXPECTED_GPUS": 0,
@@ -82,24 +89,51 @@ def profile(
     )
 
 
+def staged_profiles(
+    cfg: StackConfig, prof: installer.Profile, nvshmem: str, nvshmem_source: str, deepep_ref: str
+) -> tuple[installer.Profile, installer.Profile]:
+    """The builder and the node of nodeProfile=supported, from the host-install profile `prof`: the parts'
+    keys from this machine's versions (PyTorch "installed") and root."""
+    v = dataclasses.replace(
+        cfg.versions, nvshmem=nvshmem, nvshmem_source=nvshmem_source, torch="installed", deepep_ref=deepep_ref
+    )
+    objects = staging.objects(dataclasses.replace(cfg, versions=v), "gce", prof.root)
+    values = {**prof.values, "NODE_PROFILE": "supported", "RDMA_CORE_VERSION": "installed"}
+    build = dataclasses.replace(
+        prof,
+        phases=BUILD_PHASES,
+        left_out={**prof.left_out, **{p: NODE_LEFT_OUT for p in ("env", "verify")}},
+        values=values,
+        stage_objects=objects,
+    )
+    left = {p: NODE_LEFT_OUT for p in (*PHASES, "pack-userspace") if p not in NODE_PHASES}
+    node = dataclasses.replace(
+        prof, phases=NODE_PHASES, left_out={**prof.left_out, **left}, values=values, stage_objects=objects
+    )
+    return build, node
+
+
 def hwtest_script(root: str) -> str:
-    """hwtest.sh: runs the installer with the store given at run time, then the tests when GPUs allow."""
+    """hwtest.sh: runs the installer with the store given at run time, then the tests when GPUs allow. With a
+    node/ folder (nodeProfile=supported) the installer is the store builder, and the node stages after it."""
     runner = payload.runner_files()
     parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
     return f"""#!/bin/bash
 # deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
-#   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests]
+#   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests] [--node-only]
 #   exit: the installer's, or 1 if a test failed. --pytorch-builder DIR first runs the pytorch phase alone at
 #   the root DIR and publishes the environment (a store builder's part), so the install restores it elsewhere.
+#   With node/ (nodeProfile=supported), --node-only skips the builder: the node stages from the store as it is.
 set -uo pipefail
 HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
-root={shlex.quote(root)} store="" tests=1 builder=""
+root={shlex.quote(root)} store="" tests=1 builder="" node_only=0
 while (($#)); do
   case $1 in
     --store) store=$2 && shift ;;
     --root) root=$2 && shift ;;
     --pytorch-builder) builder=$2 && shift ;;
     --no-tests) tests=0 ;;
+    --node-only) node_only=1 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
   shift
@@ -129,10 +163,22 @@ if [[ -n $builder ]]; then
     echo "hwtest: pytorch phase at $builder: $(<"$STATE/phases/pytorch.note")"
   ) || exit 1
 fi
-t0=$SECONDS
-bash "$HERE/installer/run.sh"
-rc=$?
-echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+t0=$SECONDS rc=0
+if ((!node_only)); then
+  bash "$HERE/installer/run.sh"
+  rc=$?
+  echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+fi
+if ((rc == 0)) && [[ -d $HERE/node ]]; then
+  # A fresh node: nothing at the root but what stage takes from the store.
+  rm -rf "$HERE/builder" && mkdir -p "$HERE/builder"
+  cp -r "$root/state/status.json" "$root/logs" "$HERE/builder/" 2>/dev/null || true
+  rm -rf "$root"
+  t0=$SECONDS
+  bash "$HERE/node/run.sh"
+  rc=$?
+  echo "hwtest: node (stage, verify-staged) exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+fi
 ((rc == 0 && tests)) || exit "$rc"
 gpus="$(nvidia-smi -L | grep -c '^GPU ')"
 if ((gpus < 2)); then
@@ -176,6 +222,13 @@ exit "$rc"
     type=click.Path(file_okay=False, path_type=Path),
     help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
 )
+@click.option(
+    "--node-profile",
+    type=click.Choice(["host-install", "supported"]),
+    default="host-install",
+    show_default=True,
+    help="supported: the store builder (ending with pack-userspace), then a node staging its user space from the store",
+)
 def command(
     out: Path,
     nvshmem_version: str,
@@ -186,6 +239,7 @@ def command(
     python: str,
     nvshmem_source: str,
     sources: Path | None,
+    node_profile: str,
 ) -> None:
     """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
     from deepep_a4.tools import plan as plan_tool
@@ -204,11 +258,15 @@ def command(
         if missing:
             raise click.ClickException("\n".join(missing))
     prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source)
-    files = installer.render_profile(cfg, prof)
-    for rel, text in files.items():
-        path = out / "installer" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    renders = {"installer": prof}
+    if node_profile == "supported":
+        renders["installer"], renders["node"] = staged_profiles(cfg, prof, nvshmem_version, nvshmem_source, deepep_ref)
+    for folder, each in renders.items():
+        files = installer.render_profile(cfg, each)
+        for rel, text in files.items():
+            path = out / folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
     for name, text in payload.runner_files().items():
         (out / "runner").mkdir(parents=True, exist_ok=True)
         (out / "runner" / name).write_text(text)
@@ -216,5 +274,7 @@ def command(
     (out / HWTEST_SH).chmod(0o755)
     if sources is not None:
         store.fill(wanted, store.LocalStore((out / "store").resolve()), sources, option="--sources")
-    click.echo(f"wrote {out}/{HWTEST_SH} and {out}/installer ({len(files)} files): phases {' '.join(PHASES)}")
+    for folder, each in renders.items():
+        click.echo(f"wrote {out}/{folder}: phases {' '.join(each.phases)}")
+    click.echo(f"wrote {out}/{HWTEST_SH}")
     click.echo(f"left out: {', '.join(LEFT_OUT)}; run as root there: bash {out}/{HWTEST_SH} --store DIR")

@@ -9,7 +9,9 @@ The builder runs on the user's own machine and credentials instead:
 2. the stack's own installer, rendered with only the phases that build an artifact (ARTIFACT_DEPS in
    components/installer.py) and those they need (CUDA, PyTorch), runs in a CUDA devel container pinned by
    digest, with the stack's CUDA, GPU arch and the nodes' install root, so its artifact keys are the
-   ones the nodes compute; it publishes into the local folder;
+   ones the nodes compute; it publishes into the local folder. For a supported stack (nodeProfile=supported)
+   it builds at the nodes' staged root and ends with pack-userspace, which packs the staged parts
+   (components/staging.py: Python, the PyTorch venv, NVSHMEM, DeepEP, rdma-core) from what it built;
 3. every source and artifact is copied create-only to the stack's store with the user's gcloud, and a
    manifest of their digests is written there as `manifests/SHA256.txt`;
 4. the stack pins the manifest: `pulumi config set deepep-a4:artifactStoreManifest SHA256`. Nodes then
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import click
 
-from components import installer
+from components import installer, staging
 from components.config import StackConfig
 from deepep_a4.tools import store
 
@@ -41,12 +43,15 @@ CUDA_DEVEL_IMAGES = {
 }
 # Phases that act on a host (GPUs, NICs, kernel modules, reboots): a build needs none of them.
 HOST_PHASES = ("preflight", "doca-ofed", "nvidia-driver", "peermapping", "env", "verify", "nccl-gib")
+# A supported stack's last build phase: the staged parts (components/staging.py) from what the build made.
+PACK = "pack-userspace"
 
 Runner = Callable[[Sequence[str], dict[str, str]], int]
 
 
 def build_phases(cfg: StackConfig) -> tuple[str, ...]:
-    """The phases that publish an artifact and every phase they need, in the installer's order."""
+    """The phases that publish an artifact and every phase they need, in the installer's order; a supported
+    stack's build ends with pack-userspace, which packs the staged parts from what they built."""
     deps = installer.phase_deps(cfg)
     wanted: set[str] = set()
     todo = list(installer.ARTIFACT_DEPS)
@@ -55,15 +60,19 @@ def build_phases(cfg: StackConfig) -> tuple[str, ...]:
         if p not in wanted and p not in HOST_PHASES:
             wanted.add(p)
             todo += deps.get(p, ())
-    return tuple(p for p in installer.PHASES if p in wanted)
+    return tuple(p for p in installer.PHASES if p in wanted) + ((PACK,) if cfg.staged else ())
+
+
+def build_root(cfg: StackConfig) -> str:
+    """The nodes' install root (staged root): the artifact keys and the staged parts' keys hold it."""
+    return staging.staged_root(cfg, cfg.platform) if cfg.staged else installer.INSTALL_ROOTS[cfg.platform]
 
 
 def build_profile(cfg: StackConfig) -> installer.Profile:
     phases = build_phases(cfg)
     return installer.Profile(
-        # The nodes' target and install root: both are part of the artifact keys.
         target=cfg.platform,
-        root=installer.INSTALL_ROOTS[cfg.platform],
+        root=build_root(cfg),
         phases=phases,
         left_out={
             p: "the store builder runs only the phases whose output the store keeps"
@@ -84,6 +93,7 @@ def build_profile(cfg: StackConfig) -> installer.Profile:
             "EXPECTED_GPUS": 0,
             "EXPECTED_NICS": 0,
         },
+        stage_objects=staging.objects(cfg, cfg.platform) if cfg.staged else None,
     )
 
 
@@ -121,14 +131,28 @@ def render(cfg: StackConfig, work: Path) -> None:
     (work / "root").mkdir(parents=True, exist_ok=True)
 
 
+def _with_parts(work: Path, rel: str) -> list[str]:
+    """REL, and for a split object (`.parts`: the PyTorch environment) every tar part its list names."""
+    listing = work / "store" / rel / "data"
+    if not (rel.endswith(".parts") and listing.is_file()):
+        return [rel]
+    base = rel.removesuffix(".parts")
+    return [rel] + [f"{base}/{line.split()[0]}" for line in listing.read_text().splitlines() if line.strip()]
+
+
 def built(cfg: StackConfig, work: Path) -> list[str]:
-    """What the build made and used: its sources and the artifact of every phase, by store name."""
-    rels = [f"{store.SOURCES_DIR}/{s.name}" for s in store.sources(cfg)]
-    for phase in installer.ARTIFACT_DEPS:
-        key = work / "root" / "state" / "artifacts" / phase
-        if key.is_file():
-            rels.append(f"artifacts/{phase}/{key.read_text().strip()}.tar.gz")
-    return rels
+    """What the nodes take from this build, by store name: a supported stack's staged parts; otherwise the
+    sources, the artifact of every build phase and the PyTorch environment. Split objects with their parts."""
+    if cfg.staged:
+        rels = list(staging.objects(cfg, cfg.platform).values())
+    else:
+        rels = [f"{store.SOURCES_DIR}/{s.name}" for s in store.sources(cfg)]
+        for phase in (*installer.ARTIFACT_DEPS, "pytorch"):
+            key = work / "root" / "state" / "artifacts" / phase
+            if key.is_file():
+                suffix = "parts" if phase == "pytorch" else "tar.gz"  # 08-pytorch.sh: ARTIFACT_PARTS
+                rels.append(f"artifacts/{phase}/{key.read_text().strip()}.{suffix}")
+    return [r for rel in rels for r in _with_parts(work, rel)]
 
 
 def manifest_text(entries: dict[str, str]) -> str:
@@ -181,7 +205,7 @@ def build(
     render(cfg, work)
     local = store.LocalStore((work / "store").resolve())
     store.fill(store.sources(cfg), local, from_dir, echo)
-    cmd = container_command(image, work.resolve(), installer.INSTALL_ROOTS[cfg.platform])
+    cmd = container_command(image, work.resolve(), build_root(cfg))
     echo("running: " + " ".join(cmd))
     rc = runner(cmd, {})
     if rc != 0:
@@ -215,7 +239,7 @@ def build_command(
     if dry_run:
         render(cfg, folder)
         click.echo(f"rendered {folder}/installer: phases {' '.join(build_phases(cfg))}")
-        click.echo(" ".join(container_command(chosen, folder.resolve(), installer.INSTALL_ROOTS[cfg.platform])))
+        click.echo(" ".join(container_command(chosen, folder.resolve(), build_root(cfg))))
         return
     sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
     click.echo(f"manifest {url}/manifests/{sha}.txt")

@@ -231,7 +231,8 @@ os_version() {
 hca_names() {
   local d
   for d in "$SYS"/sys/class/infiniband/*; do
-    [[ -e $d ]] && basename "$d"
+    [[ -e $d ]] || continue # no HCA at all: the glob stays as it is, and the list is empty (not a failure)
+    basename "$d"
   done | sort -V
 }
 
@@ -321,6 +322,10 @@ driver_params_have_peermapping() {
 
 venv_python() { echo "$VENV/bin/python"; }
 
+# The venv's interpreter is a copy inside R where the host's /usr is not there to run it: GKE's host install
+# (the pods mount R only) and the supported profile's staged user space (COS has no Python).
+copies_python() { [[ $DEEPEP_TARGET == gke || ${NODE_PROFILE:-} == supported ]]; }
+
 # The venv PyTorch, NVSHMEM's wheel and DeepEP live in (never the system Python). On GKE the benchmark
 # pods mount the install root but not the host's /usr, so the venv's interpreter is a copy inside R.
 ensure_venv() {
@@ -339,7 +344,7 @@ ensure_venv() {
   # python3-dev: DeepEP's extension build includes Python.h.
   need_packages python3-venv python3-dev
   if [[ ! -x $VENV/bin/python ]]; then
-    if [[ $DEEPEP_TARGET == gke ]]; then
+    if copies_python; then
       copy_python python3 "$R/python"
       base="$R/python/bin/python3"
     fi
@@ -431,4 +436,16 @@ export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
 export NVSHMEM_DISABLE_CUDA_VMM=1
 export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
 ENV
+}
+
+# remote_transport_env HCA_PREFIX: nvshmem_ibgda_env's lines; on a machine without RDMA NICs (the hardware test)
+# no remote transport instead: IBGDA asked for with no HCA fails DeepEP's buffer ("init failed for transport:
+# IBGDA", then deep_ep.cpp "invalid argument": tests/fixtures/install/hw/h200x2_test_low_latency_ibgda_env_without_nics.log).
+remote_transport_env() {
+  if ((HAS_RDMA_NICS)); then
+    nvshmem_ibgda_env "$1"
+    return 0
+  fi
+  echo "# No RDMA NICs on this machine (hardware test): no remote transport; NVSHMEM uses NVLink only."
+  echo "export NVSHMEM_REMOTE_TRANSPORT=none"
 }

@@ -6,21 +6,15 @@ node (tests/components/test_installer.py's Machine) with a local-folder store ho
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import shutil
-import subprocess
-import tarfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components import artifacts, config, installer, staging
+from components import artifacts, config, installer
 from components.config import keys
 from deepep_a4.tools import plan_engine
-from tests.components.test_installer import Machine
 from tests.conftest import of_type, one, plan, stack_config
 
 GKE, GCE = "gke-b200", "gce-b200"
@@ -167,122 +161,3 @@ def test_the_host_install_profile_still_refuses_gkes_driver() -> None:
     with pytest.raises(config.ConfigError) as err:
         config.parse({"project": "my-gpu-project", "nodeProfile": "host-install", "gkeGpuDriver": "LATEST"}, "t")
     assert [p.key for p in err.value.problems] == ["gkeGpuDriver"]
-
-
-# -- the staged phases on a stub node ------------------------------------------------------------------
-
-_VERBS_STUB = """
-#include <stdlib.h>
-void **ibv_get_device_list(int *n) { *n = 8; return calloc(9, sizeof(void *)); }
-void ibv_free_device_list(void **l) { free(l); }
-"""
-
-
-def _tarball(src: Path) -> bytes:
-    out = src.parent / f"{src.name}.tar.gz"
-    with tarfile.open(out, "w:gz") as tar:
-        for p in sorted(src.rglob("*")):
-            tar.add(p, arcname=str(p.relative_to(src)), recursive=False)
-    return out.read_bytes()
-
-
-def _fill_store(tmp: Path, cfg: config.StackConfig, target: str, skip: tuple[str, ...] = ()) -> Path:
-    """A local-folder store (scripts/install/store.sh) with each part as the builder would publish it."""
-    gcc = shutil.which("gcc")
-    if not gcc:
-        pytest.skip("gcc is needed to build a stand-in libibverbs")
-    parts = tmp / "parts"
-    for part in staging.PARTS:
-        (parts / part).mkdir(parents=True)
-    py = parts / "python/bin/python3"
-    py.parent.mkdir(parents=True)
-    py.write_text(f'#!/bin/sh\nexec {shutil.which("python3")} "$@"\n')
-    py.chmod(0o755)
-    lib = parts / "rdma-core/lib"
-    (lib / "libibverbs").mkdir(parents=True)
-    (tmp / "v.c").write_text(_VERBS_STUB)
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(lib / "libibverbs.so.1"), str(tmp / "v.c")], check=True)
-    shutil.copy(lib / "libibverbs.so.1", lib / "libmlx5.so.1")
-    shutil.copy(lib / "libibverbs.so.1", lib / "libibverbs/libmlx5-rdmav34.so")
-    (parts / "pytorch/torch").mkdir()
-    (parts / "pytorch/torch/__init__.py").write_text("__version__ = '2.10.0+cu129'\n")
-    (parts / "deepep/deep_ep").mkdir()
-    (parts / "deepep/deep_ep/__init__.py").write_text("")
-    (parts / "nvshmem/lib").mkdir()
-    (parts / "nvshmem/lib/libnvshmem_host.so.3").write_bytes(b"")
-    store = tmp / "store"
-    for part, rel in staging.objects(cfg, target).items():
-        if part in skip:
-            continue
-        data = _tarball(parts / part)
-        (store / rel).mkdir(parents=True)
-        (store / rel / "data").write_bytes(data)
-        (store / rel / "sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
-    return store
-
-
-def _staged_machine(tmp: Path, target: str = "gce", **kw: Any) -> tuple[Machine, Path, config.StackConfig]:
-    m = Machine(tmp, hca="rocep", driver_loaded="580.95.05")
-    for i in range(8):  # what the driver lists once loaded, one folder per GPU
-        (m.sys / f"proc/driver/nvidia/gpus/0000:{i:02x}:00.0").mkdir(parents=True)
-    cfg = cfg_of(GCE if target == "gce" else GKE, ncclGib="false")
-    return m, m.render(cfg, target), cfg
-
-
-def _run(m: Machine, installer_dir: Path, store: Path) -> subprocess.CompletedProcess[str]:
-    env = m.env(DEEPEP_STORE_URL=str(store), DEEPEP_DRIVER_WAIT_S="0")
-    return subprocess.run(
-        ["bash", str(installer_dir / "run.sh")], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def test_staged_phases_stage_the_parts_record_the_node_and_write_the_env(tmp_path: Path) -> None:
-    m, out, cfg = _staged_machine(tmp_path)
-    (m.sys / "proc/kallsyms").write_text("0000000000000000 T ib_umem_dmabuf_get\n")  # as a 6.8 kernel lists it
-    proc = _run(m, out, _fill_store(tmp_path, cfg, "gce"))
-    assert proc.returncode == 0, proc.stderr
-    node = json.loads((m.root / "state/node.json").read_text())
-    assert node["driver"] == "580.95.05" and node["module"] == "open"
-    assert node["hcaPrefix"] == "rocep" and node["verbsDevices"] == 8
-    assert node["nvidiaPeermem"] == "absent" and node["dmabuf"] == "kernel"
-    assert node["deviceToHca"].startswith("0:rocep")
-    env = (m.root / "unified-env.sh").read_text()
-    assert "NVSHMEM_HCA_PREFIX=rocep" in env and "NVSHMEM_DISABLE_GDRCOPY=1" in env
-    assert (m.root / "rdma-core/etc/libibverbs.d/mlx5.driver").read_text() == (
-        f"driver {m.root}/rdma-core/lib/libibverbs/libmlx5\n"
-    )
-    status = json.loads((m.root / "state/status.json").read_text())
-    assert status["ready"] is True and "peermapping" in status["leftOut"]
-    calls = m.log.read_text() if m.log.exists() else ""
-    assert not HOST_COMMANDS.search(calls) and "python3" not in calls  # no host tool, no host interpreter
-
-
-def test_a_store_without_the_parts_fails_the_node_with_the_command_that_fills_it(tmp_path: Path) -> None:
-    m, out, cfg = _staged_machine(tmp_path)
-    proc = _run(m, out, _fill_store(tmp_path, cfg, "gce", skip=("pytorch",)))
-    assert proc.returncode == 1
-    assert "deepep-a4 store build --stack gce-b200" in proc.stderr and "userspace/pytorch/" in proc.stderr
-
-
-def test_a_staged_root_that_cannot_execute_fails_verify(tmp_path: Path) -> None:
-    """What a noexec mount does to the staged interpreter: verify-staged fails, the benchmark never starts."""
-    m, out, cfg = _staged_machine(tmp_path)
-    store = _fill_store(tmp_path, cfg, "gce")
-    assert _run(m, out, store).returncode == 0
-    (m.root / "python/bin/python3").chmod(0o644)
-    proc = subprocess.run(
-        ["bash", str(out / "run.sh"), "--redo", "verify-staged"],
-        env=m.env(DEEPEP_STORE_URL=str(store), DEEPEP_DRIVER_WAIT_S="0"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 1 and "noexec" in proc.stderr
-
-
-def test_verify_waits_for_the_driver_and_says_whose_it_is(tmp_path: Path) -> None:
-    m, out, cfg = _staged_machine(tmp_path)
-    shutil.rmtree(m.sys / "proc/driver")
-    proc = _run(m, out, _fill_store(tmp_path, cfg, "gce"))
-    assert proc.returncode == 1 and "no NVIDIA driver after 0s" in proc.stderr

@@ -48,6 +48,29 @@ def test_the_cold_run_built_what_the_warm_run_restored() -> None:
         assert key in (HW / f"hwtest-store-3.4.5-{source}-builder.log").read_text()
 
 
+@pytest.mark.parametrize("run", ["node-1", "node-3"])
+def test_the_staged_h100_node_is_ready_from_the_builders_parts_within_a_minute(run: str) -> None:
+    """nodeProfile=supported on the H100: the builder packed the parts, an emptied root staged them back."""
+    node = json.loads((HW / f"hwtest-staged-{run}.status.json").read_text())
+    assert node["ready"] and node["error"] is None
+    assert list(node["phases"]) == ["stage", "verify-staged"]  # nothing built, nothing installed on the host
+    assert sum(p["seconds"] for p in node["phases"].values()) <= WARM_TOTAL_S
+    assert "pytorch" in node["phases"]["stage"]["note"]
+    builder = json.loads((HW / "hwtest-staged-builder.status.json").read_text())
+    assert (
+        builder["ready"]
+        and "packed python pytorch nvshmem deepep rdma-core" in builder["phases"]["pack-userspace"]["note"]
+    )
+    log = (HW / "hwtest-staged-node.log").read_text()
+    packed = (HW / "hwtest-staged-builder.log").read_text()
+    # The venv the node restored is the one the builder packed, as 16 parts.
+    venv = next(w for w in packed.split() if w.startswith("/tmp/hw-staged/store/userspace/pytorch/"))
+    assert f"restored from {venv}: 16 parts" in log
+    for ok in ("loads staged libraries", "loads the staged mlx5 provider", "imports torch and deep_ep"):
+        assert ok in log
+    assert "Dispatch + combine bandwidth" in (HW / "hwtest-staged-low-latency.log").read_text()
+
+
 def test_hwtest_names_every_missing_source_at_once(tmp_path: Path) -> None:
     empty = tmp_path / "sources"  # absent: the command creates it
     result = CliRunner().invoke(
@@ -85,3 +108,16 @@ def test_store_fill_creates_its_from_folder_and_names_every_missing_file(tmp_pat
     result = CliRunner().invoke(cli, args)
     assert result.exit_code != 0 and folder.is_dir()
     assert result.output.count("download it from https://") >= 3
+
+
+def test_hwtest_supported_renders_the_builder_and_a_node_that_agree_on_the_parts(tmp_path: Path) -> None:
+    out = tmp_path / "hw"
+    result = CliRunner().invoke(cli, ["hwtest", "--out", str(out), "--node-profile", "supported", "--root", "/tmp/r"])
+    assert result.exit_code == 0, result.output
+    build, node = (out / "installer/config.sh").read_text(), (out / "node/config.sh").read_text()
+    assert "PHASES=(preflight gdrcopy nvshmem pytorch deepep pack-userspace)" in build
+    assert "PHASES=(stage verify-staged)" in node and not list((out / "node/phases").glob("*-nvshmem.sh"))
+    objects = [line for line in build.splitlines() if line.startswith("  [") and "userspace/" in line]
+    assert len(objects) == 5 and all(line in node.splitlines() for line in objects)
+    script = (out / "hwtest.sh").read_text()
+    assert 'rm -rf "$root"' in script and "--node-only" in script  # the node starts from an empty root

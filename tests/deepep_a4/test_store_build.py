@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from components import config, installer
+from components import config, installer, staging
 from deepep_a4.cli import main as cli
 from deepep_a4.tools import store, store_build
 from tests.components.test_installer import Machine, cfg_of
@@ -134,7 +134,10 @@ def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: B
     manifest = (remote / "manifests" / f"{sha}.txt" / "data").read_text()
     assert hashlib.sha256(manifest.encode()).hexdigest() == sha
     listed = {rel: digest for digest, rel in (line.split("  ", 1) for line in manifest.splitlines())}
-    assert {rel.split("/")[1] for rel in listed if rel.startswith("artifacts/")} == set(installer.ARTIFACT_DEPS)
+    # Every build phase's artifact, and the PyTorch environment: its list and each of its tar parts.
+    phases = {rel.split("/")[1] for rel in listed if rel.startswith("artifacts/")}
+    assert phases == {*installer.ARTIFACT_DEPS, "pytorch"}
+    assert any(rel.startswith("artifacts/pytorch/") and rel.endswith(".tar") for rel in listed)
     assert {f"sources/{s.name}" for s in store.sources(cfg_of())} <= set(listed)
     for rel, digest in listed.items():
         assert (remote / rel / "sha256").read_text().strip() == digest
@@ -143,7 +146,7 @@ def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: B
     empty_root(m)
     proc = node_run(m, cfg_of(artifactStore=STACK_STORE, artifactStoreManifest=sha), remote)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    notes = {p: m.status()["phases"][p]["note"] for p in installer.ARTIFACT_DEPS}
+    notes = {p: m.status()["phases"][p]["note"] for p in (*installer.ARTIFACT_DEPS, "pytorch")}
     assert all("from the store" in n for n in notes.values()), notes
     assert not [c for c in m.calls("cmake") if "--build" in c]
 
@@ -199,3 +202,17 @@ def test_store_build_dry_run_renders_and_names_the_container(stack: str, tmp_pat
     assert "docker run --rm" in result.output and "@sha256:" in result.output
     conf = (tmp_path / "installer/config.sh").read_text()
     assert "STORE_PUBLISH=1" in conf and "STORE_TRUST_PUBLISHED=1" in conf and "REQUIRE_CHECKSUMS=1" in conf
+
+
+@pytest.mark.parametrize(("stack", "root"), [("gke-b200", "/home/kubernetes/bin/deepep"), ("gce-b200", "/opt/deepep")])
+def test_a_supported_stacks_build_packs_the_staged_parts_at_the_nodes_staged_root(stack: str, root: str) -> None:
+    cfg = cfg_of(stack)
+    assert store_build.build_phases(cfg)[-1] == store_build.PACK == "pack-userspace"
+    assert {"nvshmem", "pytorch", "deepep"} <= set(store_build.build_phases(cfg))
+    assert store_build.build_root(cfg) == root == staging.staged_root(cfg, cfg.platform)
+    conf = installer.render_profile(cfg, store_build.build_profile(cfg))["config.sh"]
+    for part, rel in staging.objects(cfg, cfg.platform).items():
+        assert f"  [{part}]={rel}\n" in conf  # the names the nodes compute, to publish under
+    assert "NODE_PROFILE=supported" in conf and f"DEEPEP_DEFAULT_ROOT={root}" in conf
+    # Its manifest lists the staged parts only (and the venv's tar parts, read from its list: not built here).
+    assert store_build.built(cfg, Path("/nonexistent")) == list(staging.objects(cfg, cfg.platform).values())

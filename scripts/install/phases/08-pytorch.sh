@@ -38,8 +38,13 @@ print("platform", "manylinux_%s_%s" % (ver.replace(".", "_"), platform.machine()
 # The hardware test (no internet): the machine's PyTorch and what it requires, copied file by file from
 # its site-packages as pip would have installed them, with their scripts; the venv is then standalone.
 copy_installed() {
+  local base=$BASE_PYTHON
   rm -rf "$VENV"
-  "$BASE_PYTHON" -m venv --without-pip "$VENV" || die "$BASE_PYTHON -m venv failed"
+  if copies_python; then
+    copy_python "$BASE_PYTHON" "$R/python"
+    base="$R/python/bin/python3"
+  fi
+  "$base" -m venv --without-pip "$VENV" || die "$base -m venv failed"
   "$BASE_PYTHON" - "$VENV" <<'PY' || die "copying the machine's PyTorch into $VENV failed"
 import importlib.metadata as md, os, re, shutil, sys, sysconfig
 from packaging.requirements import Requirement
@@ -129,12 +134,10 @@ relocate() {
   origin="$(cat "$VENV/$ORIGIN_FILE" 2>/dev/null)" || die "the PyTorch artifact has no $ORIGIN_FILE: not made by this phase"
   [[ $origin == "$VENV" && -x $VENV/bin/python ]] && return 0
   base="$(base_python)"
-  if [[ $TORCH_VERSION != installed ]]; then
-    need_packages python3-venv python3-dev
-    if [[ $DEEPEP_TARGET == gke ]]; then
-      copy_python python3 "$R/python"
-      base="$R/python/bin/python3"
-    fi
+  [[ $TORCH_VERSION == installed ]] || need_packages python3-venv python3-dev
+  if copies_python; then
+    copy_python "$base" "$R/python"
+    base="$R/python/bin/python3"
   fi
   "$base" -m venv "$VENV" --without-pip || die "$base -m venv failed around the restored PyTorch environment"
   fix_shebangs "$origin"

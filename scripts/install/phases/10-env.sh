@@ -111,10 +111,7 @@ ENV
   fi
   if ((!HAS_RDMA_NICS)); then
     # The hardware test's machine has no NICs: NVSHMEM runs over NVLink (P2P) only.
-    cat >>"$ENV_FILE.tmp" <<ENV
-# No RDMA NICs on this machine (hardware test): no remote transport; NVSHMEM uses NVLink only.
-export NVSHMEM_REMOTE_TRANSPORT=none
-ENV
+    remote_transport_env "$HCA_PREFIX" >>"$ENV_FILE.tmp"
   else
     nvshmem_ibgda_env "$HCA_PREFIX" >>"$ENV_FILE.tmp"
     cat >>"$ENV_FILE.tmp" <<ENV

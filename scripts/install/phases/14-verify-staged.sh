@@ -31,8 +31,9 @@ driver_build() { grep -o '[0-9]\{3\}\.[0-9]\+\(\.[0-9]\+\)\?' "$NV_VERSION_FILE"
 driver_flavour() { if grep -q 'Open Kernel Module' "$NV_VERSION_FILE"; then echo open; else echo proprietary; fi; }
 
 # The staged interpreter loads staged shared objects: both fail on a noexec mount ("failed to map segment").
+# Ubuntu's rdma-core libraries carry no RPATH: what they link (libnl-3, libnl-route-3) is found next to them.
 staged_load() {
-  "$R/venv/bin/python" - "$@" <<'PY'
+  LD_LIBRARY_PATH="$R/rdma-core/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$R/venv/bin/python" - "$@" <<'PY'
 import ctypes, sys
 for path in sys.argv[1:]:
     ctypes.CDLL(path)
@@ -40,9 +41,13 @@ for path in sys.argv[1:]:
 PY
 }
 
-# libibverbs from the stage finds the staged mlx5 provider through its built-in configuration folder.
+# The staged mlx5 provider, by the absolute name libibverbs loads it from RDMAV_DRIVERS (path + "-rdmav<ABI>.so").
+PROVIDER="$R/rdma-core/lib/libibverbs/libmlx5"
+provider_file() { compgen -G "$PROVIDER-rdmav*.so" | head -n1; }
+
+# The staged libibverbs lists the devices with the staged provider (RDMAV_DRIVERS, as the env file sets it).
 verbs_devices() {
-  "$R/venv/bin/python" - "$R/rdma-core/lib/libibverbs.so.1" <<'PY'
+  RDMAV_DRIVERS="$PROVIDER" LD_LIBRARY_PATH="$R/rdma-core/lib" "$R/venv/bin/python" - "$R/rdma-core/lib/libibverbs.so.1" <<'PY'
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 n = ctypes.c_int(0)
@@ -82,17 +87,22 @@ hcas_ok() {
   local -a hcas
   mapfile -t hcas < <(hca_names)
   ((${#hcas[@]} >= EXPECTED_NICS)) || return 1
+  ((${#hcas[@]})) || return 0 # a machine without NICs (the hardware test: EXPECTED_NICS=0)
   # One naming scheme on the node: all mlx5_* or all rocep*, never both.
   [[ "$(printf '%s\n' "${hcas[@]}" | grep -vc "^$(hca_scheme "${hcas[0]}")")" == 0 ]]
 }
 provider_loads() {
-  local out
+  local out file
+  file="$(provider_file)"
+  [[ -n $file ]] || { echo "no $PROVIDER-rdmav*.so" && return 1; }
+  # Loaded by itself first: without HCAs libibverbs lists no device and so never loads a provider.
+  staged_load "$file" || return 1
   out="$(verbs_devices 2>&1)" || return 1
   echo "$out"
   ! grep -q "couldn't load driver" <<<"$out"
 }
 imports_ok() {
-  LD_LIBRARY_PATH="$1" PYTHONPATH="$R/DeepEP:$R/pytorch" "$R/venv/bin/python" -c \
+  LD_LIBRARY_PATH="$1" PYTHONPATH="$R/DeepEP" "$R/venv/bin/python" -c \
     'import torch, deep_ep; print(torch.__version__, deep_ep.__file__)'
 }
 
@@ -145,16 +155,17 @@ write_staged_env() {
 export DEEPEP_ROOT='$R'
 export PATH='$VENV/bin':'$R/python/bin':"\${PATH:-/usr/bin:/bin}"
 export LD_LIBRARY_PATH='$ldpath'"\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
-export PYTHONPATH='$R/DeepEP':'$R/pytorch'"\${PYTHONPATH:+:\$PYTHONPATH}"
+export PYTHONPATH='$R/DeepEP'"\${PYTHONPATH:+:\$PYTHONPATH}"
 export NVSHMEM_HOME='$R/nvshmem'
 export LD_PRELOAD='$preload'"\${LD_PRELOAD:+:\$LD_PRELOAD}"
-$(nvshmem_ibgda_env "$prefix")
+$(remote_transport_env "$prefix")
 # No gdrdrv module on this node image: NVSHMEM must not try GDRCopy (troubleshooting T09).
 export NVSHMEM_DISABLE_GDRCOPY=1
 # GPU -> nearest NIC from this node's PCI topology (PR #466 reads it; see $STATE/topology.txt).
 export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
-# The staged libibverbs names its provider by absolute path (R/rdma-core/etc/libibverbs.d): nothing inherited.
-unset RDMAV_DRIVERS
+# The staged libibverbs loads the staged mlx5 provider by absolute name (rdma-core dynamic_driver.c load_drivers);
+# its built-in provider folder (/etc/libibverbs.d) is not in the pods' image.
+export RDMAV_DRIVERS='$PROVIDER'
 ENV
   chmod 0644 "$ENV_FILE.tmp"
   mv "$ENV_FILE.tmp" "$ENV_FILE"
