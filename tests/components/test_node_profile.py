@@ -12,6 +12,8 @@ import re
 import shutil
 import subprocess
 import tarfile
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,10 @@ import pytest
 from components import artifacts, config, installer, staging
 from components.config import keys
 from deepep_a4.tools import plan_engine
+from tests.components.test_gke_pod_security import skipped_checks
 from tests.components.test_installer import Machine
 from tests.conftest import of_type, one, plan, stack_config
+from tests.deepep_a4.test_store import FakeGcs
 
 GKE, GCE = "gke-b200", "gce-b200"
 # Commands that touch the host: none may run, or appear, in the supported profile's installer.
@@ -91,10 +95,28 @@ def test_gke_b200s_rendered_installer_touches_nothing_on_the_host() -> None:
     assert init_c["securityContext"]["privileged"] is False
     assert init_c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER"]}
     assert "nvidia.com/gpu" not in json.dumps(init_c["resources"])
-    assert init_c["image"] == cfg_of(GKE).gke.installer_image
+    assert init_c["image"] == cfg_of(GKE).gke.installer_image == keys.STAGING_IMAGE
     paths = {v["name"]: v["hostPath"]["path"] for v in ds["volumes"] if "hostPath" in v}
     assert "/" not in paths.values()
     assert paths["staged"] == "/home/kubernetes/bin/deepep"
+
+
+def test_the_staging_image_is_pinned_by_default_and_a_tag_is_flagged_where_it_would_be_pinned() -> None:
+    assert re.fullmatch(r"buildpack-deps:noble-curl@sha256:[0-9a-f]{64}", keys.STAGING_IMAGE)
+    assert keys.KEYS_BY_NAME["installerImage"].default == keys.STAGING_IMAGE
+    assert "deepep-a4:installerImage" not in stack_config(GKE)  # the example stack takes the default
+
+    def stage_skips(**overrides: Any) -> dict[str, str]:
+        ds = one(plan(GKE, **overrides), "kubernetes:apps/v1:DaemonSet", "deepep-installer")["inputs"]
+        return skipped_checks(ds["metadata"]["annotations"])
+
+    assert not {"CKV_K8S_43", "CKV_K8S_15"} & set(stage_skips())
+    tagged = stage_skips(installerImage="ubuntu:24.04")
+    for check in ("CKV_K8S_43", "CKV_K8S_15"):
+        assert (
+            tagged[check]
+            == "installerImage ubuntu:24.04 is an unpinned tag: pin it in the stack as name@sha256:<digest>"
+        )
 
 
 def test_gce_b200_runs_on_the_accelerator_image_without_doca_driver_or_peer_mapping() -> None:
@@ -286,3 +308,40 @@ def test_verify_waits_for_the_driver_and_says_whose_it_is(tmp_path: Path) -> Non
     shutil.rmtree(m.sys / "proc/driver")
     proc = _run(m, out, _fill_store(tmp_path, cfg, "gce"))
     assert proc.returncode == 1 and "no NVIDIA driver after 0s" in proc.stderr
+
+
+def test_the_gke_staging_container_stages_from_cloud_storage_with_no_python3_on_path(tmp_path: Path) -> None:
+    """What the staging image (keys.STAGING_IMAGE: bash, curl, coreutils, tar; no Python) runs: the rendered GKE
+    installer, stage and verify-staged, against a fake Cloud Storage; only the staged interpreter runs Python."""
+    m, out, cfg = _staged_machine(tmp_path, "gke")
+    folder = _fill_store(tmp_path, cfg, "gke")
+    (m.bin / "python3").unlink()  # the stub machine's python3 (a logging stand-in) is gone: none on PATH
+    real_curl = shutil.which("curl")
+    assert real_curl, "curl is needed for this test"
+    (m.bin / "curl").unlink()
+    (m.bin / "curl").symlink_to(real_curl)
+    assert shutil.which("python3", path=str(m.bin)) is None
+    FakeGcs.objects, FakeGcs.sessions, FakeGcs.seen_auth = {}, {}, set()
+    for rel in staging.objects(cfg, "gke").values():
+        data = (folder / rel / "data").read_bytes()
+        FakeGcs.objects[f"team/{rel}"] = (data, {"sha256": hashlib.sha256(data).hexdigest()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGcs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        env = m.env(
+            DEEPEP_STORE_URL="gs://bucket/team",
+            DEEPEP_GCS_API=url,
+            DEEPEP_METADATA_URL=url,
+            DEEPEP_DRIVER_WAIT_S="0",
+        )
+        proc = subprocess.run(
+            ["bash", str(out / "run.sh")], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert "command not found" not in proc.stdout + proc.stderr
+    assert json.loads((m.root / "state/status.json").read_text())["ready"] is True
+    assert FakeGcs.seen_auth == {"Bearer tok"}
+    assert (m.root / "pytorch/torch/__init__.py").is_file()
