@@ -50,8 +50,8 @@ def image(cfg: StackConfig) -> str:
 
 
 def image_skips(cfg: StackConfig) -> dict[str, str]:
-    """A tag is a stand-in until pinned: the scan says where to pin it."""
-    return security.tag_skips("installerImage", image(cfg), "a stand-in tag")
+    """The default is pinned by digest (keys.STAGING_IMAGE); for a tag a stack sets, the scan says where to pin it."""
+    return security.tag_skips("installerImage", image(cfg), "an unpinned tag")
 
 
 def pod_spec(

@@ -47,6 +47,14 @@ OVERRIDE_COMPONENTS: dict[str, str] = {
 # sha256:496754492fb28b4d3049432f2ca787449331e23fb14f0dd3fffea86bf5a93eb4). A tag alone could be moved to
 # other bytes, and this image runs the privileged installer.
 UBUNTU_IMAGE = "ubuntu:24.04@sha256:69cecf4bbf72d2d44a9eef1b71fb98c7fb973d78af11399deccef19beb008ad9"
+# Docker's official buildpack-deps:noble-curl (Ubuntu 24.04 plus ca-certificates, curl, gnupg, netbase, sq, wget,
+# tzdata; no Python) as an OCI index, pinned by digest: docker-library/repo-info repos/buildpack-deps/remote/
+# noble-curl.md (the amd64 image of 2026-09-16, sha256:19436829fc28e3b3d9242ec90c23ab74feedde670470e2baf33cf5fd6ea9f8aa,
+# 43.4 MB compressed, on the same first layer as UBUNTU_IMAGE's amd64 image); public Dockerfiles pin the same
+# index (`FROM buildpack-deps:noble-curl@sha256:20153d0e...`, found with a code search). The supported profile's
+# staging container runs in it: bash, curl, coreutils and tar for store.sh, and Ubuntu 24.04's glibc, the
+# builder's and the benchmark pods', for the staged interpreter verify-staged runs.
+STAGING_IMAGE = "buildpack-deps:noble-curl@sha256:20153d0e51926e10ed2e2c17343edae0080e4537fa6d613f784b6f64d2df0b69"
 # Google's IAP TCP-forwarding range: the only source SSH is ever opened to.
 IAP_SOURCE_RANGE = "35.235.240.0/20"
 RDMA_NICS_PER_NODE = 8
@@ -326,10 +334,10 @@ KEYS: tuple[Key, ...] = (
     Key(
         "installerImage",
         str,
-        "ubuntu:24.04",
-        "Image of the supported profile's staging container on GKE (bash, curl, tar, python3: it fetches the user "
-        "space from the store and enters no host namespace). Pin it as name@sha256:<digest>; the default is a "
-        "stand-in tag the plan flags.",
+        STAGING_IMAGE,
+        "Image of the supported profile's staging container on GKE (bash, curl, coreutils, tar; no Python: it "
+        "fetches the user space from the store and enters no host namespace), pinned as name[:tag]@sha256:<digest>. "
+        "Default: Docker's buildpack-deps:noble-curl index of 2026-09 (Ubuntu 24.04, as the builder).",
     ),
     # -- GCE ---------------------------------------------------------------------------------------
     Key(

@@ -368,7 +368,7 @@ def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     if cfg.platform == "gke":
         image, driver = "COS_CONTAINERD (GKE)", f"GKE's {cfg.gke.gpu_driver} (GKE's driver installer)"
         stager = cfg.gke.installer_image + (
-            "" if "@sha256:" in cfg.gke.installer_image else " (stand-in tag: pin a digest)"
+            "" if "@sha256:" in cfg.gke.installer_image else " (unpinned tag: pin a digest)"
         )
     else:
         ref = cfg.gce.image_ref

@@ -33,7 +33,32 @@ _gcs_name() {
   prefix="${prefix%/}"
   echo "${prefix:+$prefix/}$1"
 }
-_urlenc() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+# _urlenc NAME: NAME as one path segment of the JSON API, every byte outside A-Za-z0-9._~- as %XX ('/'
+# included). Bash alone: the staging container has no python3 (docs/security.md).
+_urlenc() {
+  local LC_ALL=C s=$1 out="" c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in
+      [A-Za-z0-9._~-]) out+=$c ;;
+      *) printf -v c '%%%02X' "'$c" && out+=$c ;;
+    esac
+  done
+  echo "$out"
+}
+
+# _json_value KEY: the value of field KEY in the JSON on stdin: a string without escapes (a token, a digest)
+# or an integer; empty when absent. Whitespace and line breaks between tokens are allowed. sed, no python3.
+_json_value() {
+  local re='"'"$1"'"[[:space:]]*:[[:space:]]*("([^"\\]*)"|(-?[0-9]+))'
+  { tr -d '\r\n' && echo; } | sed -nE "s/^.*$re.*\$/\\2\\3/p"
+}
+
+# _gcs_meta_sha256: the custom metadata `sha256` of the GCS object resource (JSON) on stdin, or empty.
+_gcs_meta_sha256() {
+  local str='"([^"\\]|\\.)*"'
+  { tr -d '\r\n' && echo; } | sed -nE "s/^.*\"metadata\"[[:space:]]*:[[:space:]]*\\{(($str|[^\"}])*)\\}.*\$/\\1/p" | _json_value sha256
+}
 
 # An access token of the machine's service account (cached until a minute before it expires).
 _GCS_TOKEN="" _GCS_TOKEN_UNTIL=0
@@ -42,12 +67,14 @@ _gcs_token() {
     echo "$_GCS_TOKEN"
     return 0
   fi
-  local body
+  local body ttl
   body="$(curl -fsS --max-time 30 -H 'Metadata-Flavor: Google' \
     "$METADATA_URL/computeMetadata/v1/instance/service-accounts/default/token")" ||
     die "store: no access token from the metadata server: is this a GCE VM or GKE node with a service account?"
-  read -r _GCS_TOKEN ttl < <(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["access_token"], d.get("expires_in", 300))' <<<"$body")
-  _GCS_TOKEN_UNTIL=$((SECONDS + ttl - 60))
+  _GCS_TOKEN="$(_json_value access_token <<<"$body")"
+  ttl="$(_json_value expires_in <<<"$body")"
+  [[ -n $_GCS_TOKEN ]] || die "store: the metadata server answered no access_token (a JSON string field) for the default service account"
+  _GCS_TOKEN_UNTIL=$((SECONDS + ${ttl:-300} - 60))
   echo "$_GCS_TOKEN"
 }
 
@@ -82,7 +109,7 @@ store_get() {
         ;;
       *) die "store: reading $STORE_URL/$rel failed with HTTP $code: $(head -c 300 "$meta")" ;;
     esac
-    want="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("metadata", {}).get("sha256", ""))' "$meta")"
+    want="$(_gcs_meta_sha256 <"$meta")"
     rm -f "$meta"
     code="$(_gcs_curl "$dest.part" "$GCS_API/storage/v1/b/$(_gcs_bucket)/o/$(_urlenc "$(_gcs_name "$rel")")?alt=media")"
     [[ $code == 200 ]] || die "store: downloading $STORE_URL/$rel failed with HTTP $code"

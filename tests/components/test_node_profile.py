@@ -15,6 +15,7 @@ import pytest
 from components import artifacts, config, installer
 from components.config import keys
 from deepep_a4.tools import plan_engine
+from tests.components.test_gke_pod_security import skipped_checks
 from tests.conftest import of_type, one, plan, stack_config
 
 GKE, GCE = "gke-b200", "gce-b200"
@@ -85,10 +86,28 @@ def test_gke_b200s_rendered_installer_touches_nothing_on_the_host() -> None:
     assert init_c["securityContext"]["privileged"] is False
     assert init_c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER"]}
     assert "nvidia.com/gpu" not in json.dumps(init_c["resources"])
-    assert init_c["image"] == cfg_of(GKE).gke.installer_image
+    assert init_c["image"] == cfg_of(GKE).gke.installer_image == keys.STAGING_IMAGE
     paths = {v["name"]: v["hostPath"]["path"] for v in ds["volumes"] if "hostPath" in v}
     assert "/" not in paths.values()
     assert paths["staged"] == "/home/kubernetes/bin/deepep"
+
+
+def test_the_staging_image_is_pinned_by_default_and_a_tag_is_flagged_where_it_would_be_pinned() -> None:
+    assert re.fullmatch(r"buildpack-deps:noble-curl@sha256:[0-9a-f]{64}", keys.STAGING_IMAGE)
+    assert keys.KEYS_BY_NAME["installerImage"].default == keys.STAGING_IMAGE
+    assert "deepep-a4:installerImage" not in stack_config(GKE)  # the example stack takes the default
+
+    def stage_skips(**overrides: Any) -> dict[str, str]:
+        ds = one(plan(GKE, **overrides), "kubernetes:apps/v1:DaemonSet", "deepep-installer")["inputs"]
+        return skipped_checks(ds["metadata"]["annotations"])
+
+    assert not {"CKV_K8S_43", "CKV_K8S_15"} & set(stage_skips())
+    tagged = stage_skips(installerImage="ubuntu:24.04")
+    for check in ("CKV_K8S_43", "CKV_K8S_15"):
+        assert (
+            tagged[check]
+            == "installerImage ubuntu:24.04 is an unpinned tag: pin it in the stack as name@sha256:<digest>"
+        )
 
 
 def test_gce_b200_runs_on_the_accelerator_image_without_doca_driver_or_peer_mapping() -> None:

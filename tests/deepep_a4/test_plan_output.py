@@ -114,6 +114,7 @@ def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> Non
 
 def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platform_installs() -> None:
     from components import config, gke_gib, installer
+    from components.config import keys
     from tests.conftest import stack_config
 
     accel = "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
@@ -133,7 +134,9 @@ def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platfo
     # The supported profile lists what the image brings and what is staged, and no host install.
     staged = dict(plan.install_list(cfg("gke-b200")))
     assert staged["node image"] == "COS_CONTAINERD (GKE)" and "DOCA-OFED" not in staged
-    assert "stand-in tag" in staged["staged by"]
+    assert staged["staged by"] == keys.STAGING_IMAGE  # pinned by digest: nothing to flag
+    tagged = dict(plan.install_list(cfg("gke-b200", installerImage="ubuntu:24.04")))
+    assert tagged["staged by"] == "ubuntu:24.04 (unpinned tag: pin a digest)"
     image = dict(plan.install_list(cfg("gce-b200")))
     assert image["node image"] == "ubuntu-accelerator-2404-amd64-with-nvidia-580"
 

@@ -212,17 +212,13 @@ def engine_like(result: plan_engine.PlanResult) -> list[rules.Resource]:
     return [rules.Resource(r["type"], r["name"], fix(r["inputs"])) for r in result.resources]
 
 
-# The supported GKE stack's staging image is a stand-in tag until the user pins one (the plan says so, and the
-# pack refuses it: test_an_unpinned_staging_image_is_refused); with a digest the stack passes every rule.
-PINNED_STAGER = "registry.example/stager:1@sha256:" + "a" * 64
-
-
 @pytest.fixture(scope="module", params=["gke-b200", "gce-b200"])
 def stack_resources(request: pytest.FixtureRequest) -> list[rules.Resource]:
-    pinned = {"installerImage": PINNED_STAGER} if request.param.startswith("gke") else {}
-    return engine_like(plan(request.param, **pinned))
+    return engine_like(plan(request.param))
 
 
+# The supported GKE stack's staging image is pinned by default (keys.STAGING_IMAGE); a tag a stack sets instead
+# is refused by the pack (and flagged by the plan).
 def test_an_unpinned_staging_image_is_refused() -> None:
     refused = [
         msg

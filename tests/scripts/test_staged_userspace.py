@@ -18,6 +18,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,9 @@ from components import config, installer, staging
 from deepep_a4.tools import plan_engine, store, store_build
 from tests.components.test_installer import Machine
 from tests.conftest import stack_config
+from tests.deepep_a4.test_store import FakeGcs
 
-GCE = "gce-b200"
+GKE, GCE = "gke-b200", "gce-b200"
 # Commands that touch the host: none may run in the supported profile's node phases.
 HOST_COMMANDS = re.compile(r"\b(nsenter|apt-get|apt_get|need_packages|modprobe|insmod|dpkg|ldconfig|shutdown)\b")
 SITE = "lib/python3.12/site-packages"
@@ -107,12 +110,12 @@ def _build(m: Machine, tmp: Path, cfg: config.StackConfig) -> tuple[subprocess.C
     return proc, work
 
 
-def _node_store(m: Machine, tmp: Path, skip: tuple[str, ...] = ()) -> tuple[Path, str]:
+def _node_store(m: Machine, tmp: Path, skip: tuple[str, ...] = (), stack: str = GCE) -> tuple[Path, str]:
     """A store as `store build` leaves it (the parts and the manifest it prints), and the node's root emptied."""
-    proc, work = _build(m, tmp, cfg_of())
+    proc, work = _build(m, tmp, cfg_of(stack))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     remote = tmp / "store"
-    rels = [r for r in store_build.built(cfg_of(), work) if r.split("/")[1] not in skip]
+    rels = [r for r in store_build.built(cfg_of(stack), work) if r.split("/")[1] not in skip]
     sha = store_build.publish(store.LocalStore(work / "store"), store.LocalStore(remote), rels, echo=lambda _: None)
     shutil.rmtree(m.root)
     m.root.mkdir()
@@ -222,3 +225,36 @@ def test_verify_waits_for_the_driver_and_says_whose_it_is(tmp_path: Path) -> Non
     shutil.rmtree(m.sys / "proc/driver")
     proc = _run_node(m, store_dir, sha)
     assert proc.returncode == 1 and "no NVIDIA driver after 0s" in proc.stderr
+
+
+def test_the_gke_staging_container_stages_from_cloud_storage_with_no_python3_on_path(tmp_path: Path) -> None:
+    """What the staging image (keys.STAGING_IMAGE: bash, curl, coreutils, tar; no Python) runs: the rendered GKE
+    installer, stage and verify-staged, against a fake Cloud Storage holding what `store build` published (the
+    manifest included); only the staged interpreter runs Python."""
+    m = _node(tmp_path)
+    folder, sha = _node_store(m, tmp_path, stack=GKE)
+    (m.bin / "python3").unlink()  # the stub machine's python3 (a logging stand-in) is gone: none on PATH
+    real_curl = shutil.which("curl")
+    assert real_curl, "curl is needed for this test"
+    (m.bin / "curl").unlink()
+    (m.bin / "curl").symlink_to(real_curl)
+    assert shutil.which("python3", path=str(m.bin)) is None
+    FakeGcs.objects, FakeGcs.sessions, FakeGcs.seen_auth = {}, {}, set()
+    for data_file in folder.rglob("data"):
+        rel = str(data_file.parent.relative_to(folder))
+        data = data_file.read_bytes()
+        FakeGcs.objects[f"team/{rel}"] = (data, {"sha256": hashlib.sha256(data).hexdigest()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGcs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    out = m.render(cfg_of(GKE, artifactStore="gs://bucket/team", artifactStoreManifest=sha), "gke")
+    try:
+        env = dict(DEEPEP_STORE_URL="gs://bucket/team", DEEPEP_GCS_API=url, DEEPEP_METADATA_URL=url)
+        proc = m.run(out, **env, DEEPEP_DRIVER_WAIT_S="0")
+    finally:
+        server.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert "command not found" not in proc.stdout + proc.stderr
+    assert json.loads((m.root / "state/status.json").read_text())["ready"] is True
+    assert FakeGcs.seen_auth == {"Bearer tok"}
+    assert (m.root / f"venv/{SITE}/torch/__init__.py").is_file()
