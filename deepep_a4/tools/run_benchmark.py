@@ -9,7 +9,10 @@ Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH
 2. `install`  waits until the installer reports ready on every node (GKE: the installer DaemonSet's
               ready count; GCE: each VM's status.json in the results bucket), showing "nodes ready N/M";
 3. `bench`    waits until every benchmark finished (GKE: the benchmark Jobs; GCE: every VM done);
-4. `collect`  writes the report with the report functions (deepep_a4/tools/report) (build/report/STACK by default);
+4. `collect`  writes the report with the report functions (deepep_a4/tools/report) (build/report/STACK by default),
+              and each node's bring-up times (deepep_a4/tools/timeline.py: created, Ready, installed, first
+              benchmark line) into timeline.json there, printed one line per node, with the totals against
+              the bring-up table's (docs/installer.md#bring-up-time); also after a failed wait;
 5. `destroy`  the stack, unless --keep.
 
 Ctrl-C or any failure stops the waiting, says what is still running and offers the destroy (--yes
@@ -38,6 +41,8 @@ from deepep_a4.paths import project_root
 from deepep_a4.tools import (
     cost,
 )
+from deepep_a4.tools import timeline as times
+from deepep_a4.tools.bringup_table import TableError, expected_bringup
 from deepep_a4.tools.run_platforms import (
     AutomationStack,
     GceProbe,
@@ -45,6 +50,7 @@ from deepep_a4.tools.run_platforms import (
     Progress,
     RunFailedError,
 )
+from deepep_a4.tools.timeline import NodeTimeline
 
 ROOT = project_root()
 
@@ -92,6 +98,8 @@ class Probe(Protocol):
 
     def collect(self, outputs: dict[str, Any], out: Path) -> int: ...
 
+    def timeline(self, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> list[NodeTimeline]: ...
+
 
 # -- the run -------------------------------------------------------------------------------------------
 
@@ -107,6 +115,8 @@ class Settings:
     report_every_s: float = 300.0  # an unchanged wait still says so this often
     out: Path = ROOT / "build" / "report"
     cap_line: str = ""
+    platform: str = ""
+    profile: str = ""
 
 
 class BenchmarkRun:
@@ -137,6 +147,7 @@ class BenchmarkRun:
     def run(self) -> int:
         self.started = self.clock()
         touched = False  # once `up` starts, cloud resources may exist
+        outputs: dict[str, Any] | None = None
         rc = EXIT_FAILED
         try:
             self.enter("up", f"pulumi up -s {self.stack.name}" + (f" ({self.s.cap_line})" if self.s.cap_line else ""))
@@ -162,9 +173,33 @@ class BenchmarkRun:
         except Exception as err:  # the Automation API's CommandError, a probe's error: same way out
             self.log(f"FAILED: {type(err).__name__}: {str(err).strip()[-2000:]}")
             rc, ok = EXIT_FAILED, False
+        if outputs is not None and rc != EXIT_INTERRUPTED:
+            self.record_timeline(outputs)  # a failed install's times are worth keeping too
         if touched:
             rc = self.finish(ok, rc)
         return rc
+
+    def record_timeline(self, outputs: dict[str, Any]) -> None:
+        """Each node's bring-up times into the results folder and onto the console; never fails the run."""
+        try:
+            # The resources in the stack's state (AutomationStack.resources): GCE's instances with their
+            # creationTimestamp; a stack without the call (a fake) has none.
+            state: Any = getattr(self.stack, "resources", None)
+            resources: list[dict[str, Any]] = state() if state is not None else []
+            nodes = self.probe.timeline(outputs, resources)
+            try:
+                expected = expected_bringup(self.s.platform, self.s.profile)
+            except TableError:
+                expected = None
+            doc = times.document(nodes, self.stack.name, self.s.platform, self.s.profile, expected)
+            lines = times.console_lines(doc, nodes)
+            path = times.write(self.s.out, doc, lines)
+        except Exception as err:  # a cluster gone, a bucket unreadable: say so, go on to the destroy
+            self.log(f"bring-up times not recorded: {type(err).__name__}: {str(err).strip()[-500:]}")
+            return
+        for line in lines:
+            self.log(f"bring-up {line}")
+        self.log(f"bring-up times in {path}; docs/installer.md#the-first-real-run-fills-it makes them measured rows")
 
     def _pulumi_line(self, line: str) -> None:
         if line.strip():
@@ -341,6 +376,8 @@ def execute(
         bench_timeout_s=cfg.benchmarks.test_budget_seconds * tests + 30 * 60,
         out=Path(out) if out else ROOT / "build" / "report" / name,
         cap_line=cost.bill_cap(cfg).line,
+        platform=cfg.platform,
+        profile=cfg.node_profile,
     )
     run = BenchmarkRun(stack, probe, settings, ask=deps.ask, say=say, clock=deps.clock, sleep=deps.sleep)
     if destroy_only:

@@ -12,6 +12,7 @@ from typing import Any
 
 from components import config
 from deepep_a4.paths import project_root
+from deepep_a4.tools.timeline import NodeTimeline, gce_nodes, gke_nodes, instances_from_state
 from scripts import names
 
 ROOT = project_root()
@@ -21,6 +22,12 @@ POLICY_PACK = ROOT / "policy"
 # GCE status.json states (the VM's benchmark stage): a VM writes one only once its install finished.
 GCE_INSTALLED = names.GCE_INSTALLED_STATES
 GCE_FINISHED = names.GCE_FINISHED_STATES
+# The A4 nodes (components/gke_nodepool.py labels them) and the installer DaemonSet's pods
+# (components/gke_objects.py INSTALLER_LABELS; a test keeps both equal).
+A4_NODE_SELECTOR = f"{names.NODE_POOL_LABEL_KEY}={names.NODE_POOL_LABEL_VALUE}"
+INSTALLER_SELECTOR = f"app.kubernetes.io/name={names.INSTALLER_NAME}"
+# The head of a benchmark pod's log that holds its first line (limitBytes of the pod log API).
+LOG_HEAD_BYTES = 4096
 
 
 class RunFailedError(Exception):
@@ -63,6 +70,11 @@ class AutomationStack:
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self._stack.outputs().items()}
 
+    def resources(self) -> list[dict[str, Any]]:
+        """The resources in the stack's state (`pulumi stack export`): type, urn, the provider's outputs."""
+        deployment = self._stack.export_stack().deployment or {}
+        return [dict(r) for r in deployment.get("resources") or []]
+
     def destroy(self, on_output: Callable[[str], Any]) -> None:
         # Refresh first: the TTL or a spot preemption may have deleted the VMs, and the provider's instance
         # delete does not accept "not found" (docs/troubleshooting.md).
@@ -103,16 +115,26 @@ class GceProbe:
     ):
         self.cfg, self.runner, self._collect = cfg, runner, collect
 
-    def states(self, outputs: dict[str, Any]) -> list[str | None]:
+    def docs(self, outputs: dict[str, Any]) -> list[dict[str, Any] | None]:
+        """Each VM's status.json in the bucket, by rank (None where there is none yet)."""
         url = str(outputs["resultsUrl"]).rstrip("/")
-        out: list[str | None] = []
+        out: list[dict[str, Any] | None] = []
         for rank in range(self.cfg.node_count):
             rc, text = self.runner(["gcloud", "storage", "cat", f"{url}/node-{rank}/status.json"])
             try:
-                out.append(json.loads(text).get("state") if rc == 0 else None)
-            except (json.JSONDecodeError, AttributeError):
-                out.append(None)
+                doc = json.loads(text) if rc == 0 else None
+            except json.JSONDecodeError:
+                doc = None
+            out.append(doc if isinstance(doc, dict) else None)
         return out
+
+    def states(self, outputs: dict[str, Any]) -> list[str | None]:
+        return [doc.get("state") if doc else None for doc in self.docs(outputs)]
+
+    def timeline(self, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> list[NodeTimeline]:
+        """Created from the instances in the stack's state; installer ready and first line from the VMs' status."""
+        docs = dict(enumerate(self.docs(outputs)))
+        return gce_nodes(instances_from_state(resources), docs)
 
     def installed(self, outputs: dict[str, Any]) -> Progress:
         states = self.states(outputs)
@@ -143,9 +165,12 @@ def _tally(states: list[str | None]) -> str:
 class GkeProbe:
     """Reads the installer DaemonSet and the benchmark Jobs with the kubernetes client and the stack's kubeconfig."""
 
-    def __init__(self, cfg: config.StackConfig, apis: Any = None, collect: Callable[..., int] = collect_report):
-        self.cfg, self._apis, self._collect = cfg, apis, collect
+    def __init__(
+        self, cfg: config.StackConfig, apis: Any = None, collect: Callable[..., int] = collect_report, core: Any = None
+    ):
+        self.cfg, self._apis, self._collect, self._core = cfg, apis, collect, core
         self._kubeconfig: str | None = None
+        self._client: Any = None
 
     def _kube(self, outputs: dict[str, Any]) -> Any:
         """(AppsV1Api, BatchV1Api) for the cluster; built once from the `kubeconfig` output."""
@@ -161,9 +186,17 @@ class GkeProbe:
             path.write_text(str(outputs["kubeconfig"]))
             path.chmod(0o600)
             self._kubeconfig = str(path)
-            api = kube_config.new_client_from_config(config_file=self._kubeconfig)
+            self._client = api = kube_config.new_client_from_config(config_file=self._kubeconfig)
             self._apis = (client.AppsV1Api(api), client.BatchV1Api(api))
         return self._apis
+
+    def _core_v1(self, outputs: dict[str, Any]) -> Any:
+        if self._core is None:
+            from kubernetes import client
+
+            self._kube(outputs)
+            self._core = client.CoreV1Api(self._client)
+        return self._core
 
     def installed(self, outputs: dict[str, Any]) -> Progress:
         from scripts.names import INSTALLER_NAME, NAMESPACE
@@ -195,3 +228,28 @@ class GkeProbe:
         return self._collect(
             f"k8s:{ns}", self.cfg.benchmarks.gate_ratio, out, kubeconfig=self._kubeconfig, namespace=ns
         )
+
+    def timeline(self, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> list[NodeTimeline]:
+        """The A4 Nodes, the installer pods and the head of each benchmark pod's log, with the kubelet's times."""
+        from scripts.names import BENCH_CONTAINER, BENCH_SELECTOR, NAMESPACE
+
+        ns = outputs.get("benchNamespace") or NAMESPACE
+        core = self._core_v1(outputs)
+        nodes = core.list_node(label_selector=A4_NODE_SELECTOR).items
+        installers = core.list_namespaced_pod(ns, label_selector=INSTALLER_SELECTOR).items
+        bench = [_plain(p) for p in core.list_namespaced_pod(ns, label_selector=BENCH_SELECTOR).items]
+        heads: dict[str, str | None] = {}
+        for pod in bench:
+            name = str((pod.get("metadata") or {}).get("name"))
+            try:
+                heads[name] = core.read_namespaced_pod_log(
+                    name, ns, container=BENCH_CONTAINER, timestamps=True, limit_bytes=LOG_HEAD_BYTES
+                )
+            except Exception:  # a pod that never started has no log: "not recorded" for its node
+                heads[name] = None
+        return gke_nodes([_plain(n) for n in nodes], [_plain(p) for p in installers], bench, heads)
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    """A kubernetes client model as its to_dict() (snake_case); a dict as it is."""
+    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)

@@ -16,6 +16,9 @@ Inside a benchmark pod or on a VM, after the installer:
    what the report needs as evidence: what ran (versions, commits: `[runner] ran`), the NVSHMEM settings
    (the transport, in the begin marker) and the bytes every RDMA NIC sent (in the end marker).
 
+The first line it prints is `[runner] start {"utc": ...}`, its start in ISO 8601 UTC (also `started` in
+RESULTS/summary.json): `deepep-a4 run` measures a node's bring-up up to it.
+
 Internode: the same command runs on every node with WORLD_SIZE = number of nodes, RANK = this node's
 index (or JOB_COMPLETION_INDEX), MASTER_ADDR = node 0's address and MASTER_PORT.
 
@@ -28,6 +31,7 @@ which imports torch in its own process.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shlex
@@ -242,6 +246,10 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = parse_args(argv)
     if args.nccl_worker:
         return nccl_worker_main(args)
+    # The first line, with the runner's own UTC time: `deepep-a4 run` measures bring-up up to here
+    # (deepep_a4/tools/timeline.py; GCE reads it back from summary.json's `started`).
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    log(out, "start", {"utc": started, "host": socket.gethostname(), "tests": args.tests})
 
     tests = [t.strip() for t in args.tests.split(",") if t.strip()]
     unknown = [t for t in tests if t not in DEEPEP_SCRIPTS]
@@ -354,6 +362,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         )
 
     summary = {
+        "started": started,
         "host": socket.gethostname(),
         "node_rank": node_rank,
         "nodes": nodes,

@@ -21,7 +21,10 @@ by preemption has no done.json and runs again. `--rerun` ignores done.json for t
 
 Bucket layout (RUN_ID changes whenever versions or benchmark settings change):
 
-    runs/RUN_ID/node-R/status.json           state of node R: benchmarking | done | failed | install-failed
+    runs/RUN_ID/node-R/status.json           state of node R: benchmarking | done | failed | install-failed,
+                                             and its bring-up times: installerReady (the installer's
+                                             status.json `updated` once ready), firstBenchmarkLine (the
+                                             runner's `started`); the first recorded value is kept
     runs/RUN_ID/node-R/TEST/...              the runner's files for TEST
     runs/RUN_ID/node-R/TEST/done.json        {"test", "rc", "status", "finished"}
     runs/RUN_ID/node-R/startup-script.out    this VM's startup script log (install + stage)
@@ -51,6 +54,10 @@ except ImportError:  # pragma: no cover - on a VM the script's own folder is sys
     import stage_io as io  # type: ignore[no-redef]
 
 
+# The installer's status file on the VM (scripts/install/run.sh writes it; both profiles use one root on GCE).
+INSTALL_STATUS = names.install_paths("gce")["status"]
+BRINGUP_KEYS = ("installerReady", "firstBenchmarkLine")
+
 # -- the stage -------------------------------------------------------------------------------------
 
 
@@ -61,10 +68,40 @@ class Stage:
         self.attempt = attempt
         self.node = f"runs/{s.run_id}/node-{s.rank}"
         self.host = socket.gethostname()
+        # Bring-up times for `deepep-a4 run` (deepep_a4/tools/timeline.py), in every status document.
+        self.times: dict[str, str] = {}
 
     def status(self, state: str, **extra: Any) -> None:
         doc = {"state": state, "rank": self.s.rank, "host": self.host, "runId": self.s.run_id, "updated": io.now()}
-        io.put_json(self.store, f"{self.node}/status.json", doc | extra)
+        io.put_json(self.store, f"{self.node}/status.json", doc | self.times | extra)
+
+    def load_times(self, installer: bool = True) -> None:
+        """The bring-up times an earlier boot recorded (kept: the first is the measurement). On the first
+        boot that gets here (no status yet, or only a failed install's) the installer's ready time from its
+        status file: `updated` of the write that set `ready` true. A later boot's installer rewrites that
+        time without installing anything, so it is not taken then."""
+        prior = io.get_json(self.store, f"{self.node}/status.json") or {}
+        self.times = {k: str(prior[k]) for k in BRINGUP_KEYS if prior.get(k)}
+        first = prior.get("state") in (None, names.GCE_STATE_INSTALL_FAILED)
+        if installer and first and "installerReady" not in self.times:
+            path = Path(os.environ.get("DEEPEP_INSTALL_STATUS", INSTALL_STATUS))
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                doc = None
+            if isinstance(doc, dict) and doc.get("ready") is True and doc.get("updated"):
+                self.times["installerReady"] = str(doc["updated"])
+
+    def note_first_line(self, summary: Path) -> None:
+        """The runner's own time of its first line (`started` in its summary.json), from the first test."""
+        if "firstBenchmarkLine" in self.times:
+            return
+        try:
+            started = json.loads(summary.read_text()).get("started")
+        except (OSError, ValueError, AttributeError):
+            started = None
+        if started:
+            self.times["firstBenchmarkLine"] = str(started)
 
     def upload_startup_log(self) -> None:
         path = Path(os.environ.get("DEEPEP_GCE_STARTUP_LOG", io.STARTUP_LOG))
@@ -94,6 +131,7 @@ class Stage:
         io.say(f"{test}: {' '.join(argv)}")
         started = time.monotonic()
         rc = subprocess.call(argv, env=env)
+        self.note_first_line(results / "summary.json")
         for path in sorted(results.rglob("*")):
             if path.is_file():
                 self.store.put(f"{self.node}/{test}/{path.relative_to(results)}", path.read_bytes())
@@ -154,6 +192,7 @@ class Stage:
 
     def run(self, rerun: tuple[str, ...] = ()) -> int:
         s = self.s
+        self.load_times()
         self.status(names.GCE_STATE_BENCHMARKING)
         io.say(f"run {s.run_id}: node {s.rank} of {s.world_size}, tests {', '.join(s.tests) or 'none'}")
         failed: list[str] = []
@@ -239,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     stage = Stage(settings, make_store(settings), attempt=args.attempt)
     if args.install_failed is not None:
         io.say(f"the installer failed (exit {args.install_failed}): no benchmarks on this boot")
+        stage.load_times(installer=False)  # keep what an earlier boot recorded
         stage.status(names.GCE_STATE_INSTALL_FAILED, rc=args.install_failed)
         stage.upload_startup_log()
         return args.install_failed or 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from deepep_a4.tools import bringup_table as bt
+from deepep_a4.tools import timeline
+
+T0 = dt.datetime(2026, 11, 25, 18, 0, tzinfo=dt.UTC)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,18 +24,53 @@ def test_every_row_loads_and_today_s_profile_exists_on_both_platforms() -> None:
         assert 0 < e.known[0] <= e.known[1] < e.total[1] and e.total[0] <= e.total[1]
 
 
+def quoted_seconds(source: str, root: Path = ROOT) -> list[float]:
+    """The seconds a measured row's committed files say. An installer status file: "FILE" sums every phase,
+    "FILE (phases a, b)" only those (one value per file). A run's timeline.json (`deepep-a4 run`,
+    deepep_a4/tools/timeline.py): "FILE (seconds createdToReady)" is that duration of every node that
+    recorded it, "(seconds a, b)" their sum (one value per node)."""
+    values: list[float] = []
+    for path, what, only in re.findall(r"(tests/fixtures/\S+\.json)(?: \((phases|seconds) ([A-Za-z, -]+)\))?", source):
+        assert (root / path).is_file(), path
+        doc = json.loads((root / path).read_text())
+        names = [n.strip() for n in only.split(",")] if only else []
+        if doc.get("kind") == timeline.KIND:
+            assert what == "seconds" and names, f"{path}: name the durations, e.g. (seconds createdToReady)"
+            for node in doc["nodes"]:
+                if all(node["seconds"][n] is not None for n in names):
+                    values.append(round(sum(node["seconds"][n] for n in names), 3))
+        else:
+            phases = doc["phases"]
+            values.append(round(sum(phases[n]["seconds"] for n in names or list(phases)), 2))
+    return values
+
+
 def test_measured_rows_name_committed_files_whose_seconds_they_quote() -> None:
     for step in (s for s in bt.load() if s.tag == "measured"):
-        # "FILE" sums every phase of the status file, "FILE (phases a, b)" only those phases.
-        quoted = re.findall(r"(tests/fixtures/\S+\.json)(?: \(phases ([a-z, -]+)\))?", step.source)
-        assert quoted, f"{step.step}: a measured row names its committed status file"
-        totals = []
-        for path, only in quoted:
-            assert (ROOT / path).is_file(), path
-            phases = json.loads((ROOT / path).read_text())["phases"]
-            names = [n.strip() for n in only.split(",")] if only else list(phases)
-            totals.append(round(sum(phases[n]["seconds"] for n in names), 2))
+        totals = quoted_seconds(step.source)
+        assert totals, f"{step.step}: a measured row names its committed status or timeline file"
         assert (step.low, step.high) == (min(totals), max(totals)), step
+
+
+def test_a_runs_timeline_json_is_a_measured_rows_source(tmp_path: Path) -> None:
+    """docs/installer.md#bring-up-time: the first real run's timeline.json, committed, replaces estimates."""
+    nodes = [
+        timeline.NodeTimeline(
+            "a", created=T0, ready=T0 + dt.timedelta(seconds=95.5), first_line=T0 + dt.timedelta(seconds=250)
+        ),
+        timeline.NodeTimeline("b", created=T0, ready=T0 + dt.timedelta(seconds=101.25)),
+    ]
+    doc = timeline.document(nodes, "gke-b200", "gke", "supported", None, now=T0)
+    path = tmp_path / "tests/fixtures/bringup/gke-b200.timeline.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(doc))
+    name = "tests/fixtures/bringup/gke-b200.timeline.json"
+    assert quoted_seconds(f"{name} (seconds createdToReady)", tmp_path) == [95.5, 101.25]
+    assert doc["totals"]["createdToReady"] == [95.5, 101.25]  # what the row's seconds copy
+    assert quoted_seconds(f"{name} (seconds readyToFirstLine)", tmp_path) == [154.5]
+    assert quoted_seconds(f"{name} (seconds createdToReady, readyToFirstLine)", tmp_path) == [250]
+    with pytest.raises(AssertionError, match="name the durations"):
+        quoted_seconds(name, tmp_path)
 
 
 def test_cited_rows_name_a_source_and_estimated_rows_say_why() -> None:

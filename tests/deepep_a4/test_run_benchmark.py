@@ -11,6 +11,7 @@ import pytest
 
 from deepep_a4 import stackfile
 from deepep_a4.tools import run_benchmark as rb
+from deepep_a4.tools.timeline import NodeTimeline
 
 OUTPUTS = {"resultsUrl": "gs://bucket/runs/r1", "benchNamespace": "deepep-a4"}
 
@@ -55,11 +56,19 @@ class FakeStack:
 class FakeProbe:
     """Answers each wait from a script of Progress values (the last one repeats)."""
 
-    def __init__(self, calls: list[str], installed: list[Any], benchmarks: list[Any], collect_rc: int = 0):
+    def __init__(
+        self,
+        calls: list[str],
+        installed: list[Any],
+        benchmarks: list[Any],
+        collect_rc: int = 0,
+        nodes: list[NodeTimeline] | Exception | None = None,
+    ):
         self.calls = calls
         self._installed: Iterator[Any] = self._script(installed)
         self._bench: Iterator[Any] = self._script(benchmarks)
         self.collect_rc = collect_rc
+        self.nodes = nodes if nodes is not None else []
 
     @staticmethod
     def _script(items: list[Any]) -> Iterator[Any]:
@@ -84,6 +93,12 @@ class FakeProbe:
     def collect(self, outputs: dict[str, Any], out: Path) -> int:
         self.calls.append("collect")
         return self.collect_rc
+
+    def timeline(self, outputs: dict[str, Any], resources: list[dict[str, Any]]) -> list[NodeTimeline]:
+        self.calls.append("timeline")
+        if isinstance(self.nodes, Exception):
+            raise self.nodes
+        return self.nodes
 
 
 def ready(n: int, m: int = 2, failed: list[str] | None = None) -> rb.Progress:
@@ -110,8 +125,9 @@ def run(
             raise KeyboardInterrupt
         return answer
 
+    out = [] if "--out" in argv else ["--out", str(REPORT_DIR[0])]  # never build/report/ of the checkout
     rc = rb.main(
-        ["--stack", "gce-b200", "--poll", "30", *argv],
+        ["--stack", "gce-b200", "--poll", "30", *out, *argv],
         which=which,
         make_stack=lambda name: stack or FakeStack(calls),
         make_probe=lambda cfg: probe,
@@ -128,6 +144,17 @@ def interactive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
 
 
+REPORT_DIR: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def report_dir(tmp_path: Path) -> Iterator[Path]:
+    """Where run() writes the report and timeline.json: this test's own folder."""
+    REPORT_DIR[:] = [tmp_path / "report"]
+    yield REPORT_DIR[0]
+    REPORT_DIR.clear()
+
+
 def test_happy_path_runs_every_phase_in_order_and_destroys() -> None:
     calls: list[str] = []
     probe = FakeProbe(calls, [ready(0), ready(1), ready(2)], [ready(0), ready(2)])
@@ -137,7 +164,7 @@ def test_happy_path_runs_every_phase_in_order_and_destroys() -> None:
         "up", "outputs",
         "installed?", "installed?", "installed?",
         "benchmarks?", "benchmarks?",
-        "collect", "destroy",
+        "collect", "timeline", "destroy",
     ]  # fmt: skip
     text = "\n".join(said)
     assert "nodes ready 1/2" in text and "nodes ready 2/2" in text and "benchmarks finished 2/2" in text
@@ -159,7 +186,7 @@ def test_keep_leaves_the_stack_up_and_says_how_to_remove_it() -> None:
 def test_gate_failure_still_destroys_and_exits_1() -> None:
     calls: list[str] = []
     rc, _, _ = run([], calls, FakeProbe(calls, [ready(2)], [ready(2)], collect_rc=1))
-    assert rc == rb.EXIT_GATE_FAILED and calls[-2:] == ["collect", "destroy"]
+    assert rc == rb.EXIT_GATE_FAILED and calls[-3:] == ["collect", "timeline", "destroy"]
 
 
 def test_failed_up_offers_destroy_and_destroys_on_yes() -> None:
@@ -176,7 +203,8 @@ def test_install_failure_is_reported_at_once_and_destroyed_with_yes() -> None:
     probe = FakeProbe(calls, [ready(0), ready(1, failed=["vm-1: install failed"])], [ready(2)])
     rc, said, _ = run(["--yes"], calls, probe)
     assert rc == rb.EXIT_FAILED
-    assert calls == ["up", "outputs", "installed?", "installed?", "destroy"]  # no benchmark wait, no question
+    # No benchmark wait, no question; the times so far are recorded before the destroy.
+    assert calls == ["up", "outputs", "installed?", "installed?", "timeline", "destroy"]
     assert any("FAILED: install: vm-1: install failed" in line for line in said)
 
 

@@ -657,3 +657,17 @@ def test_what_ran_on_a_real_gpu_machine_records_the_nccl_pytorch_loads(tmp_path:
     assert plain["nccl"] == gib["nccl"] == loaded == "2.28.9"  # torch.cuda.nccl.version(), a tuple in 2.11
     assert plain["gib"].startswith("off") and plain["nccl_pairing"] == node_ran.nccl_pairing(loaded, "")
     assert gib["nccl_pairing"] == node_ran.nccl_pairing(loaded, gib["gib"]) and "mismatch" in gib["nccl_pairing"]
+
+
+def test_the_first_line_is_the_runners_start_in_utc_and_the_summary_keeps_it(tmp_path: Path, deepep: Path) -> None:
+    """`deepep-a4 run` measures bring-up up to this line (GKE: the kubelet's time of it; GCE: `started`)."""
+    import datetime as dt
+
+    run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--processes", "2", "--tests", "intranode")
+    rc, out = run(tmp_path, "--deepep-dir", str(deepep), "--skip-nccl-check", "--processes", "2", "--tests", "nope")
+    assert rc == 2 and out.splitlines()[0].startswith("[runner] start {")  # first, even before a usage error
+    first = out.splitlines()[0]
+    body = json.loads(first.split(" ", 2)[2])
+    assert body["tests"] == "nope" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["utc"])
+    started = json.loads((tmp_path / "results" / "summary.json").read_text())["started"]
+    assert dt.datetime.fromisoformat(started) <= dt.datetime.fromisoformat(body["utc"])

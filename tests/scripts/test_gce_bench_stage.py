@@ -27,6 +27,7 @@ results = Path(args[args.index("--results-dir") + 1])
 results.mkdir(parents=True, exist_ok=True)
 SEEN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "BENCH_PROCESSES", "DEEPEP_IMAGE")
 env = {k: os.environ.get(k) for k in SEEN}
+n = len(open(os.environ["CALLS"]).readlines()) if os.path.exists(os.environ["CALLS"]) else 0
 with open(os.environ["CALLS"], "a") as f:
     f.write(json.dumps({"test": test, "env": env, "args": args}) + "\n")
 if test == "internode":  # like torch.distributed: nobody finishes before every node has joined
@@ -43,7 +44,8 @@ if test == "internode":  # like torch.distributed: nobody finishes before every 
         time.sleep(0.05)
 (results / f"{test}.log").write_text(f"[runner] begin {test}\n")
 (results / f"{test}.json").write_text(json.dumps({"test": test, "records": []}))
-(results / "summary.json").write_text(json.dumps({"status": "passed"}))
+# The runner's `started`: the time of its first line (a second later for each call).
+(results / "summary.json").write_text(json.dumps({"status": "passed", "started": f"2026-11-25T18:03:{20 + n}.000Z"}))
 sys.exit(int(os.environ.get("FAIL_" + test.replace("-", "_").upper(), "0")))
 """
 
@@ -89,6 +91,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         DEEPEP_GCE_STORE_DIR=str(tmp_path / "bucket"),
         CALLS=str(tmp_path / "calls.jsonl"),
         DEEPEP_GCE_STARTUP_LOG=str(startup_log),
+        DEEPEP_INSTALL_STATUS=str(tmp_path / "install" / "status.json"),  # none unless a test writes one
     )
     return e
 
@@ -346,3 +349,58 @@ def test_on_gce_vm_asks_name_resolution_only() -> None:
 
     assert stage_io.on_gce_vm(fail) is False
     assert stage_io.on_gce_vm(lambda host, port: [("ok",)]) is True
+
+
+def test_the_vms_status_carries_its_bring_up_times_and_keeps_the_first(tmp_path: Path, env: dict[str, str]) -> None:
+    """installerReady: the installer's status.json `updated` once ready; firstBenchmarkLine: the runner's
+    `started` of the first test. `deepep-a4 run` reads both (deepep_a4/tools/timeline.py)."""
+    status = Path(env["DEEPEP_INSTALL_STATUS"])
+    status.parent.mkdir()
+    status.write_text(json.dumps({"ready": True, "updated": "2026-11-25T18:03:00Z", "phase": None, "phases": {}}))
+    attrs = attributes(tmp_path, 0, 1, ["intranode", "low-latency"])
+    assert finish(start(attrs, env))[0] == 0
+    doc = bucket(tmp_path, "runs/run1/node-0/status.json")
+    assert doc["state"] == "done"
+    assert (doc["installerReady"], doc["firstBenchmarkLine"]) == ("2026-11-25T18:03:00Z", "2026-11-25T18:03:20.000Z")
+    # A later boot: the installer rewrote its file and a test ran again; the first times stay.
+    status.write_text(json.dumps({"ready": True, "updated": "2026-11-25T19:00:00Z"}))
+    assert finish(start(attrs, env, "--rerun", "intranode"))[0] == 0
+    again = bucket(tmp_path, "runs/run1/node-0/status.json")
+    assert (again["installerReady"], again["firstBenchmarkLine"]) == (doc["installerReady"], doc["firstBenchmarkLine"])
+
+
+def test_an_installer_that_is_not_ready_gives_no_ready_time(tmp_path: Path, env: dict[str, str]) -> None:
+    status = Path(env["DEEPEP_INSTALL_STATUS"])
+    status.parent.mkdir()
+    status.write_text(json.dumps({"ready": False, "updated": "2026-11-25T18:03:00Z", "phase": "stage"}))
+    assert finish(start(attributes(tmp_path, 0, 1, ["intranode"]), env))[0] == 0
+    doc = bucket(tmp_path, "runs/run1/node-0/status.json")
+    assert "installerReady" not in doc and doc["firstBenchmarkLine"] == "2026-11-25T18:03:20.000Z"
+
+
+def test_the_installer_status_the_stage_reads_is_the_one_the_installer_writes_on_gce() -> None:
+    from scripts import names
+    from scripts.gce import bench_stage
+
+    assert bench_stage.INSTALL_STATUS == names.install_paths("gce", staged=True)["status"]
+    assert bench_stage.INSTALL_STATUS == names.install_paths("gce", staged=False)["status"]
+
+
+def test_a_later_boot_of_a_vm_without_times_does_not_take_the_installers_rewritten_time(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A VM that finished before the stage recorded times (or whose first stage run had no status file):
+    its installer's `updated` at a later boot is that boot's, not its bring-up."""
+    attrs = attributes(tmp_path, 0, 1, ["intranode"])
+    assert finish(start(attrs, env))[0] == 0  # the first boot: no installer status file to read
+    status = Path(env["DEEPEP_INSTALL_STATUS"])
+    status.parent.mkdir()
+    status.write_text(json.dumps({"ready": True, "updated": "2026-11-25T19:00:00Z"}))
+    assert finish(start(attrs, env))[0] == 0
+    assert "installerReady" not in bucket(tmp_path, "runs/run1/node-0/status.json")
+    # After a failed install, the boot that installs is the first to get here: its time counts.
+    finish(start(attrs, env, "--install-failed", "1"))
+    failed = bucket(tmp_path, "runs/run1/node-0/status.json")
+    assert failed["state"] == "install-failed" and failed["firstBenchmarkLine"] == "2026-11-25T18:03:20.000Z"  # kept
+    assert finish(start(attrs, env))[0] == 0
+    assert bucket(tmp_path, "runs/run1/node-0/status.json")["installerReady"] == "2026-11-25T19:00:00Z"
