@@ -106,7 +106,7 @@ class GceA4FleetArgs:
 
     cfg: StackConfig
     network: A4Network
-    startup_script: str
+    startup_script: pulumi.Input[str]
     service_account: gcp.serviceaccount.Account
     # Metadata every VM gets besides the startup script and its rank keys (bucket, run id, bench).
     common_metadata: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)

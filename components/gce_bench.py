@@ -53,9 +53,10 @@ METADATA_VALUE_LIMIT = 256 * 1024
 STARTUP_SCRIPT_BUDGET = METADATA_VALUE_LIMIT // 2
 
 
-def installer_script(cfg: StackConfig) -> str:
-    """The installer rendered for the GCE target: the same renderer as the GKE DaemonSet's."""
-    return installer.render_startup_script(cfg)
+def installer_script(cfg: StackConfig, resolved: installer.Pins = None) -> str:
+    """The installer rendered for the GCE target: the same renderer as the GKE DaemonSet's (`resolved`: the
+    digests kept at the first `pulumi up`, components/pins.py)."""
+    return installer.render_startup_script(cfg, resolved)
 
 
 def run_id(cfg: StackConfig) -> str:
@@ -110,9 +111,9 @@ def shipped_files() -> dict[str, str]:
     return files
 
 
-def node_files(cfg: StackConfig) -> dict[str, tuple[str, int]]:
+def node_files(cfg: StackConfig, resolved: installer.Pins = None) -> dict[str, tuple[str, int]]:
     """Every file the startup script writes, {path under GCE_DIR: (text, mode)}."""
-    files = {"install.sh": (installer_script(cfg), 0o755)}
+    files = {"install.sh": (installer_script(cfg, resolved), 0o755)}
     files.update({rel: (text, 0o644) for rel, text in shipped_files().items()})
     return files
 
@@ -159,7 +160,7 @@ def write_files_function(files: dict[str, tuple[str, int]]) -> str:
     )
 
 
-def render_startup_script(cfg: StackConfig) -> str:
+def render_startup_script(cfg: StackConfig, resolved: installer.Pins = None) -> str:
     """The whole `startup-script` metadata value of every VM: values and files in front of startup.sh."""
     values = {
         "GCE_DIR": GCE_DIR,
@@ -175,7 +176,7 @@ def render_startup_script(cfg: StackConfig) -> str:
             shebang + "\n",
             f"# stack {cfg.stack}: values and files rendered by components/gce_bench.py\n",
             *(f"{k}={shlex.quote(v)}\n" for k, v in values.items()),
-            write_files_function(node_files(cfg)),
+            write_files_function(node_files(cfg, resolved)),
             rest,
         ]
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-from components import artifacts, gce_bench
+from components import artifacts, gce_bench, pins
 from components.config import StackConfig
 from components.gce import (
     GceA4Fleet,
@@ -23,6 +23,15 @@ from components.store import store_access
 STARTUP_SCRIPT_ARTIFACT = "gce/startup-script.sh"
 
 
+def _fits(script: str) -> str:
+    if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
+        raise pulumi.RunError(
+            f"the rendered startup script is {len(script.encode())} bytes; GCE allows "
+            f"{gce_bench.METADATA_VALUE_LIMIT} per metadata value"
+        )
+    return script
+
+
 def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
     """Creates the GCE side of the stack and returns the stack outputs it adds."""
     try:
@@ -35,12 +44,12 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     results = GceResultsBucket("gce-results", GceResultsBucketArgs(cfg, sa), gcp_opts)
     store_grants = store_access(cfg, sa.member, gcp_opts)
 
-    script = artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg))
-    if len(script.encode()) > gce_bench.METADATA_VALUE_LIMIT:
-        raise pulumi.RunError(
-            f"the rendered startup script is {len(script.encode())} bytes; GCE allows "
-            f"{gce_bench.METADATA_VALUE_LIMIT} per metadata value"
-        )
+    script = _fits(artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg)))
+    # With first-up downloads the VMs get the digests kept at the first `up` where the plan shows stand-ins.
+    found = pins.resolved(cfg)
+    node_script = script
+    if found is not None:
+        node_script = found.apply(lambda d: _fits(gce_bench.render_startup_script(cfg, pins.digests(d))))
 
     names = [instance_name(cfg.name_prefix, i) for i in range(cfg.node_count)]
     peers = [{"rank": i, "name": name, "ip": ip} for i, (name, ip) in enumerate(zip(names, ips, strict=True))]
@@ -53,7 +62,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     }
     fleet = GceA4Fleet(
         "gce",
-        GceA4FleetArgs(cfg, network, script, sa, common),
+        GceA4FleetArgs(cfg, network, node_script, sa, common),
         # The VMs write results from their first boot and use the store: the grants come first.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant, *store_grants])),
     )

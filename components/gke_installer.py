@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import artifacts, gke_stage, installer
+from components import artifacts, gke_stage, installer, pins
 from components import gke_pod_security as security
 from components.config import StackConfig
 from components.gke_node_policy import InstallerNodePolicy
@@ -140,7 +140,9 @@ class InstallerDaemonSet(pulumi.ComponentResource):
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-files",
             metadata={"namespace": namespace, "labels": INSTALLER_LABELS},
-            data={configmap_key(p): t for p, t in files.items()} | {"daemonset-init.sh": script},
+            # config.sh with the digests kept at the first `up` (pins.py); the hash above names the stand-ins.
+            data={configmap_key(p): t for p, t in pins.node_installer(cfg, "gke", files, self).items()}
+            | {"daemonset-init.sh": script},
             opts=child_opts(self),
         )
         self.service_account = k8s.core.v1.ServiceAccount(

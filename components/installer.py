@@ -5,15 +5,15 @@ phase (`phases/NN-name.sh`). Rendering adds `config.sh`: the stack's versions, o
 pinned checksums and the phase dependency graph. The scripts themselves are shipped byte for byte, so
 the offline plan's `files/install/<target>/` is exactly what runs on a node.
 
-    render_installer(cfg, "gke" | "gce")  -> {relative path: text}, entry point "run.sh"
-    render_startup_script(cfg)            -> one bash script for GCE that writes and runs the installer
-    installer_hash(cfg)                   -> 16 hex digits naming the versions and the rendered text
+    render_installer(cfg, "gke" | "gce", resolved)  -> {relative path: text}, entry point "run.sh"
+    render_startup_script(cfg, resolved)            -> one bash script for GCE that writes and runs the installer
+    installer_hash(cfg)                             -> 16 hex digits naming the versions and the rendered text
 
 Pins (docs/installer.md, "What is pinned"): a download is checked against `CHECKSUMS` (name -> sha256, each
-as published where the comment says), a signing key against `KEY_FINGERPRINTS`, and anything else against
-the stack's store manifest (`artifactStoreManifest`: the sha256 of a list that `deepep-a4 store build`
-wrote from the user's own downloads). `REQUIRE_CHECKSUMS` refuses a download with none of these. DeepEP
-and PR #466 are pinned by git commit (components/config/upstream.py), which git itself verifies.
+as published where the comment says), a signing key against `KEY_FINGERPRINTS`, else against the stack's
+store manifest (`artifactStoreManifest`) or, without one, the sha256 resolved at the first `pulumi up` and
+kept in the stack's state (`first_up_names`; `resolved`, from components/pins.py; a stand-in until then).
+`REQUIRE_CHECKSUMS` refuses a download with none of these. DeepEP and PR #466 are pinned by git commit.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from components import artifacts, staging
+from components import artifacts, staging, torch_lock
 from components.config import StackConfig, upstream, versions
 from scripts import names, payload
 
@@ -31,22 +32,12 @@ INSTALL_ROOTS = names.INSTALL_ROOTS
 ENTRYPOINT = "run.sh"
 GCE_INSTALLER_DIR = names.install_paths("gce")["installer"]  # where the GCE startup script puts the files
 REBOOT_EXIT = names.EXIT_REBOOT
+Pins = Mapping[str, str] | None  # name -> sha256 resolved at the first `pulumi up` (components/pins.py)
+Rendered = tuple[dict[str, str], str]
 
-PHASES: tuple[str, ...] = (
-    "preflight",
-    "doca-ofed",
-    "nvidia-driver",
-    "peermapping",
-    "cuda",
-    "gdrcopy",
-    "nvshmem",
-    "pytorch",
-    "deepep",
-    "env",
-    "verify",
-    # NCCL's gIB plugin on GCE (GKE: components/gke_gib.py); verify does not use it (NVSHMEM), so it comes last.
-    "nccl-gib",
-)
+# nccl-gib: NCCL's gIB plugin on GCE (GKE: components/gke_gib.py); verify does not use it (NVSHMEM), so it comes last.
+PHASES: tuple[str, ...] = ("preflight", "doca-ofed", "nvidia-driver", "peermapping", "cuda", "gdrcopy", "nvshmem")
+PHASES += ("pytorch", "deepep", "env", "verify", "nccl-gib")
 
 # sha256 of downloads, by the name the phases pass to `fetch`; only digests published for that exact URL.
 CHECKSUMS: dict[str, str] = {
@@ -110,9 +101,7 @@ GOOGLE_APT_KEY_URL = "https://packages.cloud.google.com/apt/doc/apt-key.gpg"
 def deepep_commit(ref: str) -> str:
     """The commit a DeepEP ref must resolve to: the checked one of a known tag, the ref itself if a hash."""
     known = upstream.DEEPEP_REFS.get(ref)
-    if known:
-        return known.commit
-    return "" if ref.startswith("v") else ref
+    return known.commit if known else ("" if ref.startswith("v") else ref)
 
 
 def gdrcopy_url(version: str) -> str:
@@ -138,6 +127,13 @@ def manifest_pinned(cfg: StackConfig, fetched_only: bool = False) -> list[str]:
     return [n for n in names if n not in pinned and n not in KEY_FINGERPRINTS]
 
 
+def first_up_names(cfg: StackConfig) -> list[str]:
+    """What the nodes fetch with no pin here and no store manifest: its sha256 is resolved at the first
+    `pulumi up` and kept (components/pins.py); until then config.sh carries FIRST_UP_STAND_IN for it."""
+    return [] if cfg.installer.store_manifest else manifest_pinned(cfg, fetched_only=True)
+
+
+FIRST_UP_STAND_IN = "STAND-IN:resolved-at-the-first-pulumi-up"  # never a sha256: lib.sh's fetch refuses it
 # The name each overridable download has in the SHA256 table (the NAME the phases pass to `fetch`).
 OVERRIDE_FETCH_NAMES = {
     "gdrcopy": "gdrcopy-{version}.tar.gz",
@@ -155,10 +151,10 @@ def checksums(cfg: StackConfig) -> dict[str, str]:
     return pins
 
 
-def _download_url(cfg: StackConfig, component: str, default: str) -> str:
-    """The URL a phase fetches: the override's when the stack names one, else the project's."""
-    override = cfg.versions.override(component)
-    return override.url if override else default
+def gdrcopy_src_url(cfg: StackConfig) -> str:
+    """The GDRCopy source the gdrcopy phase fetches: the override's URL when the stack names one."""
+    override = cfg.versions.override("gdrcopy")
+    return override.url if override else gdrcopy_url(cfg.versions.gdrcopy)
 
 
 def nvshmem_src_url(cfg: StackConfig) -> str:
@@ -219,9 +215,8 @@ class Profile:
     """A run of the installer that is not a stack's node (the hardware test, docs/store.md).
 
     Phases outside `phases` are not shipped at all, so they cannot run; `left_out` says why for each.
-    `values` replaces config.sh values (versions the test machine has, its CUDA and arch); `checksums`, when
-    set, replaces the sha256 table (the hardware test's sources are the user's own files, not the archives
-    the published digests are for); `stage_objects` names the staged parts (the builder of a supported stack).
+    `values` replaces config.sh values (the test machine's versions, CUDA, arch); `checksums`, when set, the
+    sha256 table (the hardware test's own source files); `stage_objects` names a supported stack's parts.
     """
 
     target: str
@@ -243,7 +238,7 @@ def _q(value: object) -> str:
     return shlex.quote(str(value))
 
 
-def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) -> str:
+def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None, resolved: Pins = None) -> str:
     if profile is None and target not in INSTALL_ROOTS:
         raise ValueError(f"installer target must be one of {', '.join(INSTALL_ROOTS)}, not {target!r}")
     v, shape = cfg.versions, cfg.shape
@@ -266,6 +261,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "NVSHMEM_VERSION": v.nvshmem,
         "NVSHMEM_SOURCE": v.nvshmem_source,
         "TORCH_VERSION": v.torch,
+        "TORCH_LOCK": torch_lock.lock_path(cfg),  # a locked requirements file with hashes, or ""
         "DEEPEP_REF": v.deepep_ref,
         "DEEPEP_COMMIT": deepep_commit(v.deepep_ref),
         "DEEPEP_PR466": v.deepep_pr466,
@@ -294,7 +290,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
         "CUDA_ARCH": shape.cuda_arch,
         "CUDA_REPO_BASE": CUDA_REPO_BASE,
         "DOCA_REPO_BASE": DOCA_REPO_BASE,
-        "GDRCOPY_URL": _download_url(cfg, "gdrcopy", gdrcopy_url(v.gdrcopy)),
+        "GDRCOPY_URL": gdrcopy_src_url(cfg),
         # Only a source build fetches it; config validation guarantees a known tag or an override for those.
         "NVSHMEM_SRC_URL": nvshmem_src_url(cfg),
         "TORCH_INDEX_URL": f"https://download.pytorch.org/whl/{v.torch_cuda_variant}",
@@ -342,13 +338,15 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None) 
     lines += [f"{name}={_q(value)}" for name, value in values.items()]
     lines.append(f'MIN_FREE_GB="${{DEEPEP_MIN_FREE_GB:-{MIN_FREE_GB}}}"')
     lines.append("declare -A SHA256=(")
-    table = checksums(cfg) if profile is None or profile.checksums is None else profile.checksums
+    first_up = {n: (resolved or {}).get(n, FIRST_UP_STAND_IN) for n in ([] if profile else first_up_names(cfg))}
+    table = {**checksums(cfg), **first_up} if profile is None or profile.checksums is None else profile.checksums
     lines += [f"  [{shlex.quote(name)}]={shlex.quote(digest)}" for name, digest in sorted(table.items())]
     lines.append(")")
-    unpinned = manifest_pinned(cfg)
-    if unpinned:
-        state = cfg.installer.store_manifest or "STAND-IN: no artifactStoreManifest yet, so nodes refuse them"
-        lines.append(f"# Pinned only by the store manifest ({state}): {' '.join(unpinned)}")
+    if first_up:  # the state: a stand-in (the plan, a first preview) or the kept digests
+        state = "kept in the stack's state" if resolved else "STAND-IN until then: nodes refuse it"
+        lines.append(f"# sha256 resolved at the first pulumi up ({state}): {' '.join(first_up)}")
+    elif unpinned := [n for n in manifest_pinned(cfg) if cfg.installer.store_manifest]:
+        lines.append(f"# Pinned only by the store manifest ({cfg.installer.store_manifest}): {' '.join(unpinned)}")
     lines.append("declare -A KEY_FPR=(")
     lines += [f"  [{shlex.quote(n)}]={shlex.quote(' '.join(f))}" for n, f in sorted(KEY_FINGERPRINTS.items())]
     lines.append(")")
@@ -380,18 +378,20 @@ def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _render(cfg: StackConfig, target: str, profile: Profile | None = None) -> tuple[dict[str, str], str]:
+def _render(cfg: StackConfig, target: str, profile: Profile | None = None, resolved: Pins = None) -> Rendered:
     scripts = _script_files(profile.phases if profile else node_phases(cfg, target))
-    body = _config_body(cfg, target, profile)
-    digest = _hash(cfg, body, scripts)
+    body = _config_body(cfg, target, profile, resolved)
+    # Named by the text with the stand-ins: the digests kept at the first `up` never change it (pins.py).
+    digest = _hash(cfg, _config_body(cfg, target, profile) if resolved else body, scripts)
     files = {"config.sh": body + f"INSTALLER_HASH={digest}\n", **scripts}
     return files, digest
 
 
-def render_installer(cfg: StackConfig, target: str) -> dict[str, str]:
-    """The installer for `target` as {relative path: text}; run `bash <dir>/run.sh` from any directory."""
-    files, _ = _render(cfg, target)
-    for rel, text in files.items():
+def render_installer(cfg: StackConfig, target: str, resolved: Pins = None) -> dict[str, str]:
+    """The installer for `target` as {relative path: text}; run `bash <dir>/run.sh` from any directory.
+    `resolved`: the first-up digests (pins.py); without, stand-ins, as the plan publishes them."""
+    files, _ = _render(cfg, target, resolved=resolved)
+    for rel, text in files.items() if not resolved else ():
         artifacts.publish(f"install/{target}/{rel}", text)
     return files
 
@@ -419,17 +419,17 @@ def _heredoc(path: str, text: str) -> str:
     return heredoc(f'"$new/{path}"', text, "DEEPEP_INSTALL_EOF_")
 
 
-def render_startup_script(cfg: StackConfig) -> str:
+def render_startup_script(cfg: StackConfig, resolved: Pins = None) -> str:
     """One bash script (GCE) that writes the installer to /opt/deepep/installer and runs it.
 
     Its exit code is the installer's: 0 ready, REBOOT_EXIT (75) a reboot was scheduled (run again after the boot), any
     other a failed phase. DEEPEP_INSTALLER_DIR moves the files (tests).
     """
-    files, _ = _render(cfg, "gce")
+    files, _ = _render(cfg, "gce", resolved=resolved)
     # The GCE plan's files/install/gce/ comes from here (the VM gets the files only inside this script).
     # A plan renders one stack; when a process renders several configs (tests), the first one stays.
     published = artifacts.published()
-    if all(published.get(f"install/gce/{rel}", text) == text for rel, text in files.items()):
+    if not resolved and all(published.get(f"install/gce/{rel}", text) == text for rel, text in files.items()):
         for rel, text in files.items():
             artifacts.publish(f"install/gce/{rel}", text)
     parts = [
@@ -439,7 +439,7 @@ def render_startup_script(cfg: StackConfig) -> str:
         "set -Eeuo pipefail\numask 022\n",
         f'dir="${{DEEPEP_INSTALLER_DIR:-{GCE_INSTALLER_DIR}}}"\n',
         'new="$dir.new"\n',
-        'rm -rf "$new"\nmkdir -p "$new/phases"\n',
+        'rm -rf "$new"\nmkdir -p "$new/phases" "$new/locks"\n',
     ]
     parts += [_heredoc(rel, text) for rel, text in files.items()]
     parts += [

@@ -41,12 +41,25 @@ def phase_script(phase: str) -> str:
     return f"phases/{found[0].name}"
 
 
+# Locked requirements files with hashes (PyTorch and what it requires), shipped with the pytorch phase.
+TORCH_LOCKS_DIR = "locks"
+
+
+def torch_locks() -> dict[str, str]:
+    """path under the installer folder -> text of every PyTorch lock (locks/<name>.txt)."""
+    found = sorted((NODE_DIR / "install" / TORCH_LOCKS_DIR).glob("*.txt"))
+    return {f"{TORCH_LOCKS_DIR}/{p.name}": p.read_text() for p in found}
+
+
 def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
-    """path under the installer folder -> text: run.sh and its libraries, and one file per phase, in order."""
+    """path under the installer folder -> text: run.sh and its libraries, one file per phase, in order, and
+    the PyTorch locks when the pytorch phase ships."""
     files = {name: _read(f"install/{name}") for name in INSTALLER_LIBS}
     for phase in phases:
         rel = phase_script(phase)
         files[rel] = _read(f"install/{rel}")
+    if "pytorch" in phases:
+        files.update(torch_locks())
     return files
 
 

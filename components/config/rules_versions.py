@@ -85,12 +85,15 @@ def _doca_key_url(url: str, version: str) -> bool:
 
 def check_versions(v: dict[str, Any], problems: list[Problem], valid: dict[str, dict[str, str]]) -> None:
     overrides = {c: valid.get(c, {}) for c in v.get("_overridesNamed", ())}
+    before = len(problems)
     for key in ("docaOfedVersion", "cudaVersion", "gdrcopyVersion", "nvshmemVersion", "torchVersion"):
         if not VERSION_RE.match(v[key]):
             problems.append(Problem(key, v[key], "must be a version such as 12.9, 3.2.1 or 2.10.0+cu129"))
     _check_tables(v, problems, overrides)
     _check_driver(v, problems, overrides)
     _check_cuda_and_torch(v, problems, overrides)
+    if len(problems) == before:  # one line for one mistake: a wrong version first
+        _check_torch_lock(v, problems)
     _check_deepep_ref(v, problems)
     if VERSION_RE.match(v["nvshmemVersion"]):
         check_nvshmem_pairing(v, problems, overrides)
@@ -193,6 +196,26 @@ def _check_cuda_and_torch(v: dict[str, Any], problems: list[Problem], overrides:
         problems.append(
             Problem("torchVersion", torch, f"PyTorch has no such build the project knows ({known}); {_OVERRIDE_HINT}")
         )
+
+
+def _check_torch_lock(v: dict[str, Any], problems: list[Problem]) -> None:
+    """host-install puts PyTorch on the node with pip: only from a locked file with hashes, or from the store's
+    artifact, whose digest the stack's manifest pins (docs/installer.md, "What is pinned")."""
+    torch = v["torchVersion"]
+    if v["nodeProfile"] != "host-install" or torch in versions.TORCH_LOCKS:
+        return
+    if v["artifactStore"]:  # the store builder makes the artifact, the manifest pins it (docs/store.md)
+        return
+    problems.append(
+        Problem(
+            "torchVersion",
+            torch,
+            f"has no locked requirements file with hashes (locks exist for {_known(list(versions.TORCH_LOCKS))}): "
+            "a host-install node would install it unhashed. Take PyTorch from the store (set artifactStore, run "
+            "deepep-a4 store build, pin artifactStoreManifest), or add a lock (scripts/install/locks/, "
+            "TORCH_LOCKS in components/config/versions.py)",
+        )
+    )
 
 
 def _check_deepep_ref(v: dict[str, Any], problems: list[Problem]) -> None:

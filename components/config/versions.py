@@ -110,6 +110,11 @@ TORCH_BUILDS: dict[str, tuple[str, ...]] = {
     "cu130": ("2.9.0", "2.9.1", "2.10.0", "2.11.0"),
 }
 
+# PyTorch builds with a locked requirements file (every wheel by sha256) for the host-install pytorch phase,
+# by torchVersion: the file under scripts/install/locks/, whose header cites where each pin comes from. A
+# host-install stack whose torch has none takes PyTorch from the store's artifact (rules_versions.py).
+TORCH_LOCKS: dict[str, str] = {"2.10.0+cu129": "torch-2.10.0-cu129-cp312-x86_64.txt"}
+
 # Zones where Compute Engine offers a4-highgpu-8g (B200): Google's "GPU regions and zones" page
 # (cloud.google.com/compute/docs/gpus/gpu-regions-zones, the NVIDIA B200 row); asia-southeast1-b and
 # us-central1-b are also the A4 zones of Batch's Dynamic Workload Scheduler table

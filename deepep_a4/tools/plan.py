@@ -24,7 +24,7 @@ from typing import Any
 import click
 import pulumi
 
-from components import config, gke_gib, installer, staging, store
+from components import config, gke_gib, installer, pins, staging, store
 from deepep_a4 import stackfile
 from deepep_a4.tools import cost, plan_engine
 from deepep_a4.tools.bringup_table import expected_bringup
@@ -274,6 +274,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         "costEstimate": estimate.as_dict(),
         "billCap": cap.as_dict(),
         "standIns": {key: result.outputs[key] for key in stand_ins},
+        # sha256 of downloads with no pin of ours, resolved at the first `pulumi up` (components/pins.py).
+        "firstUpPins": {n: pins.download_urls(cfg)[n] for n in installer.first_up_names(cfg)},
         "bringUpSeconds": {"profile": bringup.profile, "measuredOrCited": bringup.known, "total": bringup.total},
     }
     try:
@@ -336,29 +338,26 @@ def deadline_line(cap: cost.BillCap) -> str:
 
 
 def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
-    """What waits for the store manifest (docs/store.md): a stand-in until the stack pins one."""
-    from components import installer
-
+    """What waits for the store manifest (docs/store.md), and the sha256 that the first `pulumi up` resolves
+    where no manifest pins a download (components/pins.py): stand-ins in the plan."""
     if cfg.installer.store_manifest:
         return []
     build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
-    waiting = installer.manifest_pinned(cfg, fetched_only=True)
-    if not cfg.installer.store_url:
-        lines = []
-        if cfg.staged:
-            lines.append(
-                "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
-                f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
-            )
-        if waiting:
-            lines.append(
-                f"WARNING: no pin for {', '.join(waiting)}: nodes refuse them; set artifactStore and run {build}"
-            )
-        return lines
-    cold = "the nodes stage nothing until one is pinned" if cfg.staged else "every node builds cold (docs/store.md)"
-    lines = [f"STAND-IN: no artifactStoreManifest: {cold}; run {build}"]
-    if waiting:
-        lines.append(f"STAND-IN: {', '.join(waiting)} are pinned only by that manifest: until then nodes refuse them")
+    lines = []
+    if not cfg.installer.store_url and cfg.staged:
+        lines.append(
+            "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
+            f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
+        )
+    elif cfg.installer.store_url:
+        cold = "the nodes stage nothing until one is pinned" if cfg.staged else "every node builds cold (docs/store.md)"
+        lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
+    if first_up := installer.first_up_names(cfg):
+        lines.append(
+            f"STAND-IN: the sha256 of {', '.join(first_up)} ({plan_engine.STAND_IN}: downloaded once on your "
+            "machine, then kept in the stack's state; nodes refuse a stand-in): pin one yourself with "
+            "versionOverrides (GDRCopy, NVSHMEM) or the store manifest"
+        )
     return lines
 
 

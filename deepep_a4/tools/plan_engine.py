@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
 
-from components import artifacts, config
+from components import artifacts, config, pins
 from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
 
@@ -295,9 +295,14 @@ def as_engine_config(stack_cfg: dict[str, Any]) -> dict[str, str]:
 
 
 def run_program(
-    stack: str, stack_cfg: dict[str, Any], program: Callable[[], None] | None = None
+    stack: str,
+    stack_cfg: dict[str, Any],
+    program: Callable[[], None] | None = None,
+    download: pins.Download | None = None,
 ) -> tuple[PlanResult, PlanMocks]:
-    """Runs __main__.py (or `program`) under mocks with the given namespaced config."""
+    """Runs __main__.py (or `program`) under mocks with the given namespaced config. Without `download` it
+    is the offline plan (first-up digests are stand-ins, components/pins.py); with it, a first `pulumi up`
+    whose downloads `download` digests (tests)."""
     raw = project_keys(stack_cfg)
     gcp_project = str(raw.get("project", ""))
     mocks = PlanMocks(gcp_project)
@@ -322,7 +327,8 @@ def run_program(
 
     pulumi.export = capture  # type: ignore[assignment]
     try:
-        pulumi.runtime.test(run)()
+        with pins.downloading(download) if download else pins.offline():
+            pulumi.runtime.test(run)()
     finally:
         pulumi.export = real_export  # type: ignore[assignment]
 

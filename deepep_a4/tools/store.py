@@ -41,7 +41,8 @@ class Source:
     how: str = ""
 
 
-# Signing keys only the store manifest can pin (components/installer.py manifest_pinned), by their URLs.
+# Signing keys no project pin covers (components/installer.py manifest_pinned: the store manifest pins them, or
+# without one the first `pulumi up`, components/pins.py), by their URLs.
 KEY_URLS = {
     "google-cloud-packages": installer.GOOGLE_APT_KEY_URL,
     "google-artifact-registry": installer.GIB_APT_KEY_URL,

@@ -78,6 +78,10 @@ _download() {
 fetch() {
   local url=$1 dest=$2 name=$3 want got
   want="$(pinned_sha256 "$name")" || exit 1
+  # A digest the stack resolves at its first `pulumi up` is a stand-in in the plan and a first preview only.
+  if [[ -n $want && ! $want =~ ^[0-9a-f]{64}$ ]]; then
+    die "the pin of $name is \"$want\", not a sha256: this config.sh was rendered before the stack's first pulumi up resolved it (the plan's stand-in); deploy it with pulumi up, or pin $name with versionOverrides or the store manifest"
+  fi
   if [[ -s $dest && -n $want && "$(sha256_of "$dest")" == "$want" ]]; then
     log "fetch: $name already downloaded and verified"
     return 0
@@ -350,7 +354,8 @@ ensure_venv() {
     fi
     "$base" -m venv "$VENV" || die "$base -m venv failed (python3-venv missing?)"
   fi
-  pip_install --upgrade pip setuptools wheel
+  # With a PyTorch lock every wheel comes from it, by hash (phases/08-pytorch.sh): nothing unpinned before it.
+  [[ -n ${TORCH_LOCK:-} ]] || pip_install --upgrade pip setuptools wheel
 }
 
 # copy_python PYTHON DEST: a self-contained copy of PYTHON under DEST: bin/pythonX.Y, its standard library

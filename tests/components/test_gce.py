@@ -289,7 +289,9 @@ def test_startup_script_is_the_rendered_installer_then_the_benchmarks(gce_plan: 
 
 
 def test_startup_script_carries_the_stacks_versions() -> None:
-    for overrides in ({}, {"nvshmemVersion": "3.4.5", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128"}):
+    # A torch without a hashed lock comes from the store (config refuses it otherwise: test_torch_lock.py).
+    store = {"artifactStore": "gs://bucket/prefix", "artifactStoreManifest": "ab" * 32}
+    for overrides in ({}, {"nvshmemVersion": "3.4.5", "cudaVersion": "12.8", "torchVersion": "2.9.1+cu128", **store}):
         from tests.components.test_gce_startup import packed_files
 
         cfg = cfg_of(**overrides)

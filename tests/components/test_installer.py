@@ -331,7 +331,7 @@ def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
             artifacts.reset()
             cfg = cfg_of(stack, **overrides)
             for rel, text in installer.render_installer(cfg, target).items():
-                if rel != "config.sh" and text in seen:
+                if (rel != "config.sh" and text in seen) or not rel.endswith(".sh"):  # locks/*.txt: pip's
                     continue
                 seen.add(text)
                 p = tmp_path / f"{n}-{target}" / rel
@@ -418,8 +418,10 @@ def test_the_seed_commands_are_what_runs(tmp_path: Path) -> None:
         assert flag in cmake.split(), flag
     assert any("lib lib_install" in c for c in m.calls("make"))
     assert not any(" driver" in c for c in m.calls("make"))  # gpu NIC handler: no gdrdrv
-    pip = [c for c in m.calls("venv-python") if "pip install" in c and "torch==" in c]
-    assert pip and "torch==2.10.0+cu129" in pip[0] and "https://download.pytorch.org/whl/cu129" in pip[0]
+    # PyTorch from its lock, every wheel by hash (tests/components/test_torch_lock.py).
+    pip = [c for c in m.calls("venv-python") if "pip install" in c and "--require-hashes" in c]
+    assert pip and "locks/torch-2.10.0-cu129-cp312-x86_64.txt" in pip[0]
+    assert "https://download.pytorch.org/whl/cu129" in pip[0]
     assert "git -C" in calls and f"fetch --quiet --tags origin {upstream.DEEPEP_NVSHMEM35_FIXES}" in calls
     assert f"fetch --quiet origin {upstream.DEEPEP_PR466_REF}" in calls  # PR #466 by its pinned commit
     build_log = (m.root / "logs/deepep-build.log").read_text()
@@ -763,9 +765,11 @@ def test_a_pinned_checksum_is_enforced(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_a_download_without_a_pin_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A download pinned neither by the installer's table nor by the stack's store manifest never runs.
+    # A download pinned neither by the installer's table nor by the stack's store manifest nor at the first
+    # `pulumi up` (tests/components/test_pins.py: a node refuses that one's stand-in) never runs.
     monkeypatch.setitem(installer.CHECKSUMS, "cuda-keyring_1.1-1_all-ubuntu2404.deb", stub_digest(CUDA_KEYRING_2404))
     monkeypatch.delitem(installer.CHECKSUMS, "gdrcopy-2.5.1.tar.gz")
+    monkeypatch.setattr(installer, "first_up_names", lambda cfg: [])
     m = Machine(tmp_path)
     d = m.render(cfg_of(), pins=True)
     assert m.run(d).returncode == 75
@@ -791,6 +795,7 @@ def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(
     # The stub machine's downloads are stand-ins with other bytes, as in Machine.render (the pin tests keep them).
     monkeypatch.setattr(installer, "CHECKSUMS", {})
     monkeypatch.setattr(installer, "REQUIRE_CHECKSUMS", False)
+    monkeypatch.setattr(installer, "first_up_names", lambda cfg: [])
     m = Machine(tmp_path)
     cfg = cfg_of()
     artifacts.reset()
@@ -828,7 +833,7 @@ def test_gce_startup_treats_exit_75_as_a_reboot_under_way(
 ) -> None:
     from components import gce_bench
 
-    monkeypatch.setattr(gce_bench, "installer_script", lambda cfg: f"#!/bin/bash\nexit {installer_rc}\n")
+    monkeypatch.setattr(gce_bench, "installer_script", lambda cfg, resolved=None: f"#!/bin/bash\nexit {installer_rc}\n")
     script = gce_bench.render_startup_script(cfg_of())
     root = tmp_path / "root"
     script = script.replace("/opt/deepep", f"{root}/opt/deepep").replace("/var/", f"{root}/var/")

@@ -4,7 +4,9 @@ The rendered scripts are read, not a list kept beside them: every call of `fetch
 phases and lib.sh is found, its URL and name are expanded with the stack's config.sh (and each Ubuntu
 release a node may run), and the name must have a sha256 in config.sh's table, a fingerprint in its key
 table, or be one that only the stack's store manifest can pin (the stack then has a store, and the
-plan says whether the manifest is set). A new download without a pin fails here.
+plan says whether the manifest is set), or, without a manifest, one whose sha256 the first `pulumi up`
+resolves (components/pins.py: the stand-in in the plan, from the very URL the phase fetches). A new download
+without a pin fails here.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import shlex
 
 import pytest
 
-from components import artifacts, config, installer
+from components import artifacts, config, installer, pins
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
@@ -137,6 +139,8 @@ def check_pins(stack: str, **overrides: object) -> tuple[list[str], list[str]]:
                 continue
             assert "$" not in url + name and url.startswith("https://"), f"{rel}: cannot expand {url_expr} {name_expr}"
             checked.append(name)
+            if sha256.get(name) == installer.FIRST_UP_STAND_IN:  # resolved at the first up: from this URL
+                assert pins.download_urls(cfg)[name] == url, (name, url)
             pinned = name in sha256 or name in key_fpr or (name in manifest_only and bool(values["STORE_URL"]))
             if not pinned:
                 unpinned.append(f"{rel} downloads {name} from {url} with no pin")
@@ -162,8 +166,9 @@ def test_every_download_of_every_stack_has_a_pin(stack: str) -> None:
     assert ("google-artifact-registry" in checked) == (cfg.platform == "gce")
     if cfg.versions.nvshmem_source == "source":
         assert f"nvshmem-{cfg.versions.nvshmem}-source" in checked
+    first_up = installer.first_up_names(cfg)
     for name, digest in sha256.items():
-        assert re.fullmatch(r"[0-9a-f]{64}", digest), name
+        assert re.fullmatch(r"[0-9a-f]{64}", digest) or (name in first_up and digest == installer.FIRST_UP_STAND_IN)
     for name, fprs in key_fpr.items():
         assert all(re.fullmatch(r"[0-9A-F]{16}|[0-9A-F]{40}", f) for f in fprs.split()), name
 
@@ -178,12 +183,14 @@ def test_the_check_finds_a_download_that_lost_its_pin(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_without_a_store_what_only_its_manifest_pins_has_no_pin(stack: str) -> None:
-    cfg, _ = rendered(stack, artifactStore="")
-    _, unpinned = check_pins(stack, artifactStore="")
-    assert {u.split(" downloads ")[1].split(" from ")[0] for u in unpinned} == set(
-        installer.manifest_pinned(cfg, fetched_only=True)
-    )
+def test_without_a_store_what_no_project_pin_covers_is_pinned_at_the_first_up(stack: str) -> None:
+    cfg, files = rendered(stack, artifactStore="")
+    checked, unpinned = check_pins(stack, artifactStore="")
+    assert not unpinned, unpinned
+    _, sha256, _ = config_values(files["config.sh"])
+    stand_ins = {n for n, d in sha256.items() if d == installer.FIRST_UP_STAND_IN}
+    assert stand_ins == set(installer.first_up_names(cfg)) == set(installer.manifest_pinned(cfg, fetched_only=True))
+    assert stand_ins <= set(checked), "a first-up pin for something no phase fetches"
 
 
 def test_only_the_download_helpers_call_curl() -> None:
@@ -200,11 +207,14 @@ def test_only_the_download_helpers_call_curl() -> None:
 def test_a_stack_without_a_store_manifest_shows_its_stand_in() -> None:
     for stack in STACKS:
         cfg, files = rendered(stack)
-        if installer.manifest_pinned(cfg):
-            assert "STAND-IN: no artifactStoreManifest yet" in files["config.sh"]
-    _, files = rendered(STACKS[0], artifactStore=STACK_STORE, artifactStoreManifest="ab" * 32)
-    text = files["config.sh"]
-    assert "STAND-IN" not in text and "STORE_MANIFEST=" + "ab" * 32 in text
+        if first_up := installer.first_up_names(cfg):
+            state = "STAND-IN until then: nodes refuse it"
+            assert f"# sha256 resolved at the first pulumi up ({state}): {' '.join(first_up)}" in files["config.sh"]
+    for stack in ("gce-b200-ubuntu", "gce-b200"):  # with a manifest: it pins them, no stand-in is left
+        _, files = rendered(stack, artifactStore=STACK_STORE, artifactStoreManifest="ab" * 32)
+        text = files["config.sh"]
+        assert "STAND-IN" not in text and "STORE_MANIFEST=" + "ab" * 32 in text
+        assert "# Pinned only by the store manifest (" + "ab" * 32 + "): " in text
 
 
 def test_the_cited_pins_match_the_urls_they_were_published_for() -> None:

@@ -125,7 +125,9 @@ def test_the_builder_runs_only_the_build_phases_in_the_pinned_image() -> None:
     with pytest.raises(click.UsageError, match="pinned by digest"):
         store_build.image_for(cfg, "nvidia/cuda:12.9.1-devel-ubuntu24.04")
     with pytest.raises(click.UsageError, match=r"cudaVersion 13\.0"):
-        store_build.image_for(cfg_of(cudaVersion="13.0", torchVersion="2.11.0+cu130"), "")
+        store_build.image_for(
+            cfg_of(cudaVersion="13.0", torchVersion="2.11.0+cu130", artifactStore="gs://bucket/prefix"), ""
+        )
 
 
 def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: Built) -> None:

@@ -16,6 +16,7 @@ ORIGIN_FILE=.deepep-venv-origin
 
 phase_inputs() {
   echo "torch=$TORCH_VERSION index=$TORCH_INDEX_URL numpy=$NUMPY_SPEC"
+  if [[ -n ${TORCH_LOCK:-} ]]; then echo "lock=$TORCH_LOCK $(sha256_of "$HERE/$TORCH_LOCK")"; fi
   if [[ $NVSHMEM_SOURCE == pip ]]; then echo "constraint=$(nvshmem_wheel)==$NVSHMEM_VERSION"; fi
 }
 
@@ -103,11 +104,41 @@ build_env() {
     echo "$(nvshmem_wheel)==$NVSHMEM_VERSION" >"$STATE/pip-constraints.txt"
     constraints=(-c "$STATE/pip-constraints.txt")
   fi
-  pip_install "${constraints[@]}" --index-url "$TORCH_INDEX_URL" --extra-index-url "$PYPI_INDEX_URL" \
-    "torch==$TORCH_VERSION" "$NUMPY_SPEC" ninja packaging
+  if [[ -n ${TORCH_LOCK:-} ]]; then
+    install_locked "${constraints[@]}"
+  else
+    # No lock for this torchVersion: only the store builder (and the hardware test's own store) installs it
+    # with pip, and the manifest then pins what it built; a stack's node takes that artifact instead.
+    ((STORE_TRUST_PUBLISHED)) ||
+      die "torchVersion $TORCH_VERSION has no lock (scripts/install/locks/) and the store has no PyTorch artifact for it: run deepep-a4 store build for this stack and pin its manifest (artifactStoreManifest)"
+    warn "no lock for torch $TORCH_VERSION: pip installs it unhashed (the store's manifest pins the result)"
+    pip_install "${constraints[@]}" --index-url "$TORCH_INDEX_URL" --extra-index-url "$PYPI_INDEX_URL" \
+      "torch==$TORCH_VERSION" "$NUMPY_SPEC" ninja packaging
+  fi
   local got
   got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
   [[ $got == "$TORCH_VERSION" ]] || die "the venv has torch $got, not $TORCH_VERSION"
+}
+
+# install_locked [-c CONSTRAINTS]: PyTorch and everything it needs from the stack's lock (config.sh TORCH_LOCK,
+# shipped next to the phases), every wheel checked against its sha256 there; the lock is for one CPython.
+install_locked() {
+  local lock="$HERE/$TORCH_LOCK" abi want
+  if [[ $NVSHMEM_SOURCE == pip ]]; then
+    # The nvshmem phase installed the wheel of NVSHMEM_VERSION (under the constraint): the lock's own pin of it
+    # is left out, and pip then requires the installed one to be what torch requires.
+    awk -v w="$(nvshmem_wheel)==" 'index($0, w) == 1 { skip = 1 } !skip { print } skip && !/\\$/ { skip = 0 }' \
+      "$lock" >"$STATE/torch-lock.txt"
+    lock="$STATE/torch-lock.txt"
+  fi
+  [[ -s $lock ]] || die "the PyTorch lock $TORCH_LOCK is missing from the installer ($lock)"
+  abi="$("$(venv_python)" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+  want="$(basename "$TORCH_LOCK" | grep -o -- '-cp[0-9]*-' | tr -d -)"
+  [[ $abi == "$want" ]] ||
+    die "the PyTorch lock $TORCH_LOCK is for $want; this node's venv runs $abi: use the store's PyTorch, or add a lock for $abi"
+  pip_install "$@" --require-hashes --only-binary :all: --index-url "$TORCH_INDEX_URL" \
+    --extra-index-url "$PYPI_INDEX_URL" -r "$lock" || die "pip could not install the locked PyTorch ($TORCH_LOCK)"
+  log "PyTorch and its requirements from $TORCH_LOCK, every wheel checked by sha256"
 }
 
 # fix_shebangs OLD_PREFIX: scripts in R/venv/bin whose first line runs OLD_PREFIX/bin/python* run this
