@@ -439,5 +439,20 @@ def test_deepep_ran_through_the_environment_the_hardware_test_installed() -> Non
 
 def test_without_nics_the_env_file_names_no_remote_transport(tmp_path: Path) -> None:
     files = installer.render_profile(cfg_of(), hwtest.profile("3.5.1", "v1.2.1", "13.0", "90", "/opt/x", "python3"))
-    env_phase = files[payload.phase_script("env")]
-    assert "export NVSHMEM_REMOTE_TRANSPORT=none" in env_phase and "if ((!HAS_RDMA_NICS)); then" in env_phase
+    assert "HAS_RDMA_NICS=0" in files["config.sh"]
+    assert 'remote_transport_env "$HCA_PREFIX"' in files[payload.phase_script("env")]
+    # lib.sh's function both profiles' env files take their transport lines from, run as the phases run it.
+    lib = files["lib.sh"]
+    funcs = "".join(
+        lib[lib.index(f"{name}() {{") :].split("\n}\n", 1)[0] + "\n}\n"
+        for name in ("nvshmem_ibgda_env", "remote_transport_env")
+    )
+    script = funcs + "NIC_HANDLER=gpu GID_INDEX=3 NVSHMEM_TRAFFIC_CLASS=52\nremote_transport_env mlx5\n"
+    lines = {
+        nics: subprocess.run(
+            ["bash", "-c", f"HAS_RDMA_NICS={nics}\n{script}"], capture_output=True, text=True, check=True
+        ).stdout
+        for nics in (0, 1)
+    }
+    assert "export NVSHMEM_REMOTE_TRANSPORT=none" in lines[0] and "ibgda" not in lines[0]
+    assert "export NVSHMEM_REMOTE_TRANSPORT=ibgda" in lines[1] and "export NVSHMEM_HCA_PREFIX=mlx5" in lines[1]
