@@ -2,7 +2,7 @@
 
 GCE runs `metadata["startup-script"]` at every boot. Ours is one bash script that
 
-1. writes the rendered installer (`components.installer.render_startup_script(cfg)`, target
+1. writes the rendered installer (`components.gce_startup.render_startup_script(cfg)`, target
    `/opt/deepep`), the benchmark runner (scripts/bench/, as scripts/payload.py lists it) and the stage
    (scripts/gce/) under `/opt/deepep/gce/`, byte for byte as rendered here: they travel as the base64 of a
    gzip'd tar (GCE allows 256 KiB per metadata value; as text they fill most of it), unpacked with
@@ -31,7 +31,7 @@ import shlex
 import tarfile
 from typing import Any
 
-from components import installer
+from components import gce_startup, installer
 from components.bench_settings import runner_settings
 from components.config import StackConfig
 from scripts import names, payload
@@ -56,7 +56,7 @@ STARTUP_SCRIPT_BUDGET = METADATA_VALUE_LIMIT // 2
 def installer_script(cfg: StackConfig, resolved: installer.Pins = None) -> str:
     """The installer rendered for the GCE target: the same renderer as the GKE DaemonSet's (`resolved`: the
     digests kept at the first `pulumi up`, components/pins.py)."""
-    return installer.render_startup_script(cfg, resolved)
+    return gce_startup.render_startup_script(cfg, resolved)
 
 
 def run_id(cfg: StackConfig) -> str:

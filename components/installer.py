@@ -6,7 +6,6 @@ pinned checksums and the phase dependency graph. The scripts themselves are ship
 the offline plan's `files/install/<target>/` is exactly what runs on a node.
 
     render_installer(cfg, "gke" | "gce", resolved)  -> {relative path: text}, entry point "run.sh"
-    render_startup_script(cfg, resolved)            -> one bash script for GCE that writes and runs the installer
     installer_hash(cfg)                             -> 16 hex digits naming the versions and the rendered text
 
 Pins (docs/installer.md, "What is pinned"): a download is checked against `CHECKSUMS` (name -> sha256, each
@@ -401,50 +400,11 @@ def render_profile(cfg: StackConfig, profile: Profile) -> dict[str, str]:
     return _render(cfg, profile.target, profile)[0]
 
 
+def rendered(cfg: StackConfig, target: str, resolved: Pins = None) -> dict[str, str]:
+    """The installer's files for `target`, published nowhere (components/gce_startup.py packs them)."""
+    return _render(cfg, target, resolved=resolved)[0]
+
+
 def installer_hash(cfg: StackConfig, target: str | None = None) -> str:
     """16 hex digits naming the stack's versions and the installer's rendered text (per target)."""
     return _render(cfg, target or cfg.platform)[1]
-
-
-def heredoc(target: str, text: str, tag_prefix: str) -> str:
-    """`cat > TARGET <<'TAG'` with the text byte for byte; TARGET is a shell word (quoted by the caller)."""
-    tag = tag_prefix + hashlib.sha256(text.encode()).hexdigest()[:12].upper()
-    if tag in text:  # pragma: no cover - a 48-bit digest of the text inside the text itself
-        raise ValueError(f"heredoc delimiter collides with the content of {target}")
-    body = text if text.endswith("\n") else text + "\n"
-    return f"cat > {target} <<'{tag}'\n{body}{tag}\n"
-
-
-def _heredoc(path: str, text: str) -> str:
-    return heredoc(f'"$new/{path}"', text, "DEEPEP_INSTALL_EOF_")
-
-
-def render_startup_script(cfg: StackConfig, resolved: Pins = None) -> str:
-    """One bash script (GCE) that writes the installer to /opt/deepep/installer and runs it.
-
-    Its exit code is the installer's: 0 ready, REBOOT_EXIT (75) a reboot was scheduled (run again after the boot), any
-    other a failed phase. DEEPEP_INSTALLER_DIR moves the files (tests).
-    """
-    files, _ = _render(cfg, "gce", resolved=resolved)
-    # The GCE plan's files/install/gce/ comes from here (the VM gets the files only inside this script).
-    # A plan renders one stack; when a process renders several configs (tests), the first one stays.
-    published = artifacts.published()
-    if not resolved and all(published.get(f"install/gce/{rel}", text) == text for rel, text in files.items()):
-        for rel, text in files.items():
-            artifacts.publish(f"install/gce/{rel}", text)
-    parts = [
-        "#!/bin/bash\n",
-        f"# deepep-a4 installer, stack {cfg.stack} (GCE): writes the rendered installer and runs it.\n",
-        f"# Exit code: the installer's (0 ready, {REBOOT_EXIT} reboot scheduled: rerun after boot, other: failed).\n",
-        "set -Eeuo pipefail\numask 022\n",
-        f'dir="${{DEEPEP_INSTALLER_DIR:-{GCE_INSTALLER_DIR}}}"\n',
-        'new="$dir.new"\n',
-        'rm -rf "$new"\nmkdir -p "$new/phases" "$new/locks"\n',
-    ]
-    parts += [_heredoc(rel, text) for rel, text in files.items()]
-    parts += [
-        'chmod 0755 "$new/run.sh"\n',
-        'rm -rf "$dir"\nmv "$new" "$dir"\n',
-        f'exec bash "$dir/{ENTRYPOINT}" "$@"\n',
-    ]
-    return "".join(parts)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from components import artifacts, config, installer
+from components import artifacts, config, gce_startup, installer
 from components.config import keys, upstream
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
@@ -340,7 +340,7 @@ def test_scripts_and_rendered_output_pass_shellcheck(tmp_path: Path) -> None:
                 paths.append(p)
             if n == 0:
                 startup = tmp_path / f"{target}-startup.sh"
-                startup.write_text(installer.render_startup_script(cfg))
+                startup.write_text(gce_startup.render_startup_script(cfg))
                 paths.append(startup)
     paths += sorted(FIXTURES.glob("*.sh"))
     proc = subprocess.run(
@@ -800,7 +800,7 @@ def test_gce_startup_script_writes_the_installer_and_returns_its_exit_code(
     cfg = cfg_of()
     artifacts.reset()
     script = tmp_path / "startup.sh"
-    script.write_text(installer.render_startup_script(cfg))
+    script.write_text(gce_startup.render_startup_script(cfg))
     where = tmp_path / "opt-installer"
     env = m.env(DEEPEP_INSTALLER_DIR=str(where))
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False, timeout=120)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from components import artifacts, config, installer
+from components import artifacts, config, gce_startup, installer
 from components.config import keys
 from deepep_a4.tools import plan_engine
 from tests.components.test_gke_pod_security import skipped_checks
@@ -120,7 +120,7 @@ def test_gce_b200_runs_on_the_accelerator_image_without_doca_driver_or_peer_mapp
     assert "IMAGE_DRIVER_BRANCH=580" in files["config.sh"]
     for left in ("doca-ofed", "nvidia-driver", "peermapping", "gdrcopy"):
         assert f"[{left}]=" in files["config.sh"].split("declare -A LEFT_OUT=(")[1]
-    startup = installer.render_startup_script(cfg)
+    startup = gce_startup.render_startup_script(cfg)
     assert "02-doca-ofed.sh" not in startup and "04-peermapping.sh" not in startup
 
 
