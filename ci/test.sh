@@ -209,9 +209,9 @@ main() {
   setup || { echo "-- setup FAILED after $(secs "$t0" "$(now)") s: no gate ran"; return 1; }
   echo "-- setup done in $(secs "$t0" "$(now)") s"
 
-  # Side by side where they share nothing (docs/development.md): plan, pyright and ruff at once, the gates
-  # that read the plans once it is done; pytest, which takes every core, alone at the end. The output of
-  # each gate is printed in the gates' order once it ends (pytest's as it runs).
+  # Side by side where they share nothing (docs/development.md): plan, pyright and ruff at once; the gates
+  # that read the plans once it is done; then pytest, whose workers take every core (pyright, the longest,
+  # may still be running). Each gate's output is printed in the gates' order, the running one's as it comes.
   local -A GATE_PID=()
   local took
   rm -rf build/gates
@@ -223,16 +223,20 @@ main() {
   for g in "${want[@]}"; do
     [[ $NEEDS_PLAN == *" $g "* ]] && start_gate "$g"
   done
+  if [[ " ${want[*]} " == *" pytest "* ]]; then
+    for g in "${!GATE_PID[@]}"; do [[ $g == pyright ]] || wait "${GATE_PID[$g]}"; done
+    start_gate pytest
+  fi
 
   for g in "${want[@]}"; do
     echo
     echo "== gate $g"
-    if [[ $g == pytest ]]; then
-      run_gate "$g"
-    else
-      wait "${GATE_PID[$g]}"
+    if [[ -f build/gates/$g.done ]]; then
       cat "build/gates/$g.log"
+    else
+      tail -n +1 -s 0.2 -f --pid="${GATE_PID[$g]}" "build/gates/$g.log"
     fi
+    wait "${GATE_PID[$g]}" 2>/dev/null # reaped already when a later gate waited for it
     rc=1 took="?"
     read -r rc took <"build/gates/$g.done"
     if [[ $rc -eq 0 ]]; then

@@ -4,6 +4,7 @@ every link resolves, and the text stands alone (no field-report file names, no f
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from components.config.keys import KEYS
+from tests.conftest import PlanCommand
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -65,6 +67,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@functools.cache
+def help_of(sub: str) -> subprocess.CompletedProcess[str]:
+    """`deepep-a4 SUB --help`, run once per subcommand however many README commands name it."""
+    return run_cli(sub, "--help")
+
+
 def test_every_command_is_one_the_tests_know_how_to_check() -> None:
     assert commands(), "the README shows no command"
     assert {c[0] for c in commands()} <= KNOWN_TOOLS
@@ -73,7 +81,7 @@ def test_every_command_is_one_the_tests_know_how_to_check() -> None:
 @pytest.mark.parametrize("words", of_tool(DEEPEP), ids=lambda w: " ".join(w))
 def test_each_deepep_a4_command_names_a_real_subcommand_and_its_flags(words: list[str]) -> None:
     sub = words[1]
-    proc = run_cli(sub, "--help")
+    proc = help_of(sub)
     assert proc.returncode == 0, f"deepep-a4 {sub} is not a subcommand: {proc.stderr}"
     for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
         assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", proc.stdout), f"{flag} is not a flag of deepep-a4 {sub}"
@@ -108,9 +116,9 @@ def test_pulumi_commands_use_real_subcommands_and_the_programs_keys() -> None:
             assert (ROOT / "stacks" / f"Pulumi.{stack}.yaml").is_file(), words
 
 
-def test_command_1_plans_as_written(tmp_path: Path) -> None:
+def test_command_1_plans_as_written(tmp_path: Path, plan_command: PlanCommand) -> None:
     words = next(c for c in of_tool(DEEPEP) if c[1] == "plan")
-    proc = run_cli(*words[1:], "--out", str(tmp_path / "plan"))
+    proc, _ = plan_command("deepep_a4.cli", *words[1:], out=tmp_path / "plan")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "plan" / "plan.json").is_file()
 
@@ -135,20 +143,20 @@ def test_the_report_of_a_recorded_log_runs_as_written(tmp_path: Path) -> None:
     assert said in proc.stderr and f"`{said}`" in README
 
 
-def plan_printout(stack: str, tmp_path: Path) -> str:
-    proc = run_cli("plan", "--stack", stack, "--out", str(tmp_path / stack))
+def plan_printout(stack: str, tmp_path: Path, plan_command: PlanCommand) -> str:
+    proc, _ = plan_command("deepep_a4.cli", "plan", "--stack", stack, out=tmp_path / stack)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-def test_quoted_plan_output_is_what_the_plan_prints(tmp_path: Path) -> None:
+def test_quoted_plan_output_is_what_the_plan_prints(tmp_path: Path, plan_command: PlanCommand) -> None:
     quoted = [(b, before) for lang, b, before in code_blocks() if before.startswith("<!-- plan-output:")]
     assert len(quoted) >= 2
     printed: dict[str, list[str]] = {}
     for body, marker in quoted:
         stack = marker.removeprefix("<!-- plan-output:").removesuffix("-->").strip()
         if stack not in printed:
-            printed[stack] = plan_printout(stack, tmp_path).splitlines()
+            printed[stack] = plan_printout(stack, tmp_path, plan_command).splitlines()
         for line in body.splitlines():
             assert line in printed[stack], f"the plan of {stack} no longer prints: {line!r}"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from deepep_a4.tools import plan, plan_engine
+from tests.conftest import PlanCommand
 
 PLAN = [sys.executable, "-m", "deepep_a4.tools.plan"]
 
@@ -20,11 +20,9 @@ def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("stack", plan_engine.available_stacks())
-def test_plan_of_every_stack_writes_plan_json(stack: str, tmp_path: Path) -> None:
+def test_plan_of_every_stack_writes_plan_json(stack: str, tmp_path: Path, plan_command: PlanCommand) -> None:
     out = tmp_path / "plan"
-    started = time.monotonic()
-    proc = run_plan("--stack", stack, "--out", str(out))
-    elapsed = time.monotonic() - started
+    proc, elapsed = plan_command("deepep_a4.tools.plan", "--stack", stack, out=out)
     assert proc.returncode == 0, proc.stderr
     assert elapsed < 30, f"plan of {stack} took {elapsed:.1f}s"
     doc = json.loads((out / "plan.json").read_text())
@@ -37,8 +35,8 @@ def test_plan_of_every_stack_writes_plan_json(stack: str, tmp_path: Path) -> Non
     assert "gcp:compute/network:Network" in proc.stdout
 
 
-def test_gke_plan_shows_roce_vpc_eight_subnets_gvnic_vpcs_router_nat(tmp_path: Path) -> None:
-    proc = run_plan("--stack", "gke-b200", "--out", str(tmp_path))
+def test_gke_plan_shows_roce_vpc_eight_subnets_gvnic_vpcs_router_nat(tmp_path: Path, plan_command: PlanCommand) -> None:
+    proc, _ = plan_command("deepep_a4.tools.plan", "--stack", "gke-b200", out=tmp_path)
     assert proc.returncode == 0, proc.stderr
     resources = json.loads((tmp_path / "plan.json").read_text())["resources"]
     networks = {r["name"]: r["inputs"] for r in resources if r["type"] == "gcp:compute/network:Network"}
@@ -56,8 +54,8 @@ def test_gke_plan_shows_roce_vpc_eight_subnets_gvnic_vpcs_router_nat(tmp_path: P
     assert {"gcp:compute/router:Router", "gcp:compute/routerNat:RouterNat"} <= types
 
 
-def test_plan_inputs_are_camel_case(tmp_path: Path) -> None:
-    assert run_plan("--stack", "gke-b200", "--out", str(tmp_path)).returncode == 0
+def test_plan_inputs_are_camel_case(tmp_path: Path, plan_command: PlanCommand) -> None:
+    assert plan_command("deepep_a4.tools.plan", "--stack", "gke-b200", out=tmp_path)[0].returncode == 0
     resources = json.loads((tmp_path / "plan.json").read_text())["resources"]
     subnet = next(r for r in resources if r["name"] == "a4-host" and r["type"].endswith("Subnetwork"))
     assert "ipCidrRange" in subnet["inputs"]
