@@ -40,7 +40,7 @@ sa=/var/run/secrets/kubernetes.io/serviceaccount
 cp "$sa/ca.crt" "$host$STATE_DIR/k8s-ca.crt"
 patch=$(printf '{"metadata":{"labels":{"%s":"%s"}}}' "$INSTALLED_LABEL" "$VERSIONS_HASH")
 printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" | nsenter --target 1 --mount --net -- \
-  curl -sS --fail --retry 5 --cacert "$STATE_DIR/k8s-ca.crt" -H @- \
+  curl -sS --fail --retry 5 --max-time 30 --cacert "$STATE_DIR/k8s-ca.crt" -H @- \
   -H 'Content-Type: application/merge-patch+json' -X PATCH \
   "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \
   -d "$patch" >/dev/null

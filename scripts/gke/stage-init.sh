@@ -31,7 +31,7 @@ echo "$VERSIONS_HASH" >"$STATE_DIR/installed-hash"
 sa=/var/run/secrets/kubernetes.io/serviceaccount
 patch=$(printf '{"metadata":{"labels":{"%s":"%s"}}}' "$INSTALLED_LABEL" "$VERSIONS_HASH")
 printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" |
-  curl -sS --fail --retry 5 --cacert "$sa/ca.crt" -H @- \
+  curl -sS --fail --retry 5 --max-time 30 --cacert "$sa/ca.crt" -H @- \
     -H 'Content-Type: application/merge-patch+json' -X PATCH \
     "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \
     -d "$patch" >/dev/null

@@ -441,6 +441,27 @@ export NVSHMEM_IB_TRAFFIC_CLASS=$NVSHMEM_TRAFFIC_CLASS
 export NVSHMEM_DISABLE_CUDA_VMM=1
 export NVSHMEM_ENABLE_NIC_PE_MAPPING=1
 ENV
+  nvshmem_bootstrap_env
+}
+
+# nvshmem_bootstrap_env: the one interface NVSHMEM's UID bootstrap (DeepEP's nvshmemx_get_uniqueid and
+# NVSHMEMX_INIT_WITH_UNIQUEID) uses. Unset, NVSHMEM takes the first ib* interface, else the first that is neither
+# docker nor lo (NVIDIA/nvshmem src/modules/bootstrap/uid/ncclSocket/ncclsocket_socket.cpp, ncclFindInterfaces;
+# NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME in src/modules/bootstrap/common/env_defs.h): on an A4 that can be a gVNIC or
+# an RDMA NIC's netdev that other nodes' ranks cannot reach. GKE: eth0 (a multi-network pod's default interface,
+# the node's nic0 for host-network pods); elsewhere (GCE, the hardware test) the default route's interface, read
+# here from the kernel's routing table (/proc/net/route): a GCE VM's nic0, whatever name its image gives it.
+nvshmem_bootstrap_env() {
+  local ifname=eth0
+  if [[ $DEEPEP_TARGET != gke ]]; then
+    ifname="$(awk '$2 == "00000000" { print $1; exit }' "$SYS/proc/net/route" 2>/dev/null || true)"
+  fi
+  if [[ -z $ifname ]]; then
+    echo "# No default route on this machine: NVSHMEM picks its UID bootstrap interface itself."
+    return 0
+  fi
+  echo "# NVSHMEM's UID bootstrap on nic0 only: $ifname (the default route's interface; eth0 in GKE pods)."
+  echo "export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=$ifname"
 }
 
 # remote_transport_env HCA_PREFIX: nvshmem_ibgda_env's lines; on a machine without RDMA NICs (the hardware test)
@@ -453,4 +474,5 @@ remote_transport_env() {
   fi
   echo "# No RDMA NICs on this machine (hardware test): no remote transport; NVSHMEM uses NVLink only."
   echo "export NVSHMEM_REMOTE_TRANSPORT=none"
+  nvshmem_bootstrap_env
 }

@@ -445,7 +445,7 @@ def test_without_nics_the_env_file_names_no_remote_transport(tmp_path: Path) -> 
     lib = files["lib.sh"]
     funcs = "".join(
         lib[lib.index(f"{name}() {{") :].split("\n}\n", 1)[0] + "\n}\n"
-        for name in ("nvshmem_ibgda_env", "remote_transport_env")
+        for name in ("nvshmem_ibgda_env", "nvshmem_bootstrap_env", "remote_transport_env")
     )
     script = funcs + "NIC_HANDLER=gpu GID_INDEX=3 NVSHMEM_TRAFFIC_CLASS=52\nremote_transport_env mlx5\n"
     lines = {

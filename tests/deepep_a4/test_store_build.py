@@ -42,6 +42,15 @@ def tar_gz(files: dict[str, str], commit: str = "") -> bytes:
     return buf.getvalue()
 
 
+# The function the nvshmem phase reads for NVIDIA/nvshmem#21 (ah_attr not cleared, as in 3.4.5): a stand-in.
+IBGDA_STAND_IN = {
+    "src/modules/transport/ibgda/ibgda.cpp": (
+        "static int ibgda_create_dct_shared_objects(void *state, int portid) {\n"
+        "    struct ibv_ah_attr ah_attr;\n    ah = ftable.create_ah(pd, &ah_attr);\n    return 0;\n}\n"
+    )
+}
+
+
 def sources_dir(tmp: Path, cfg: config.StackConfig, deepep_commit: str = "") -> Path:
     """The stack's sources as `store fill --from` takes them (stand-ins with the layout the phases read)."""
     src = tmp / "sources"
@@ -53,7 +62,9 @@ def sources_dir(tmp: Path, cfg: config.StackConfig, deepep_commit: str = "") -> 
             f.write_bytes(tar_gz({"README": "gdrcopy"}))
         elif s.name.startswith("nvshmem-"):
             major = 4 if v.nvshmem.startswith("3.5") else 3
-            f.write_bytes(tar_gz({"src/CMakeLists.txt": f"set(TRANSPORT_VERSION_MAJOR {major})\n"}))
+            f.write_bytes(
+                tar_gz({"src/CMakeLists.txt": f"set(TRANSPORT_VERSION_MAJOR {major})\n", **IBGDA_STAND_IN})
+            )
         elif s.name.startswith("deepep-pr466-"):
             f.write_text("diff --git a/deep_ep/buffer.py b/deep_ep/buffer.py\n+def _setup_device_hca_mapping(): ...\n")
         elif s.name.startswith("deepep-"):

@@ -32,6 +32,44 @@ from_wheel() {
 artifact_inputs() { echo "nvshmem=$NVSHMEM_VERSION source=$NVSHMEM_SOURCE"; }
 
 NV_SRC="$SRC/nvshmem-$NVSHMEM_VERSION"
+# What the build must have checked; the installed tree records it (.build-checks), so a restored artifact is read too.
+BUILD_CHECKS=".build-checks"
+
+# NVIDIA/nvshmem#21: ibgda_create_dct_shared_objects hands a stack `struct ibv_ah_attr` to ibv_create_ah without
+# clearing it, so static_rate (and dlid on RoCE) hold garbage; a kernel that validates static_rate answers EINVAL
+# ("Unable to create ah.") on RoCE. llm-d patches it (llm-d/llm-d#407). Our own fix, one line, checked by content:
+# where the function clears nothing before create_ah, this memset follows the declaration.
+IBGDA_CPP="src/modules/transport/ibgda/ibgda.cpp"
+AH_ATTR_ZERO='memset(&ah_attr, 0, sizeof(ah_attr));'
+dct_function() { awk '/^static int ibgda_create_dct_shared_objects\(/, /^}/' "$1"; }
+# Zeroed before create_ah: the memset, or an initialiser at the declaration (`= {}`, `= {0}`, `{}`).
+ah_attr_zeroed() {
+  dct_function "$1" | awk -v zero="$AH_ATTR_ZERO" '
+    index($0, zero) || /struct ibv_ah_attr ah_attr[[:space:]]*(=[[:space:]]*)?\{/ { zeroed = 1 }
+    /create_ah\(/ { called = 1; exit }
+    END { exit !(called && zeroed) }'
+}
+zero_ah_attr() {
+  local cpp="$1/$IBGDA_CPP"
+  [[ -n "$(dct_function "$cpp" 2>/dev/null)" ]] ||
+    die "NVSHMEM $NVSHMEM_VERSION: no ibgda_create_dct_shared_objects in $IBGDA_CPP (the ah_attr check of NVIDIA/nvshmem#21 reads it)"
+  if ah_attr_zeroed "$cpp"; then
+    AH_ATTR_CHECK="ah_attr=upstream"
+    return 0
+  fi
+  sed -i '/^static int ibgda_create_dct_shared_objects(/,/^}/ s/^\([[:space:]]*\)struct ibv_ah_attr ah_attr;$/&\n\1memset(\&ah_attr, 0, sizeof(ah_attr));  \/\/ deepep-a4: NVIDIA\/nvshmem#21/' "$cpp"
+  ah_attr_zeroed "$cpp" ||
+    die "NVSHMEM $NVSHMEM_VERSION: ibgda_create_dct_shared_objects still passes an uncleared ibv_ah_attr to create_ah after the patch (NVIDIA/nvshmem#21)"
+  AH_ATTR_CHECK="ah_attr=patched"
+  log "NVSHMEM $NVSHMEM_VERSION: $IBGDA_CPP patched to clear ah_attr in ibgda_create_dct_shared_objects (NVIDIA/nvshmem#21)"
+}
+
+# IBGDA registers GPU memory with the NIC through dma-buf (mlx5dv_devx_umem_reg_ex, MLX5DV_UMEM_MASK_DMABUF) only
+# where CMake's check_source_compiles found MLX5DV_UMEM_MASK_DMABUF in mlx5dv.h (src/CMakeLists.txt; it caches the
+# result as HAVE_MLX5DV_UMEM_MASK_DMABUF:INTERNAL=1, or empty). Without it ibgda.cpp's ibgda_mobject_nic_map
+# refuses dma-buf and falls back to nvidia-peermem, which neither COS nor the accelerator image loads: the NIC
+# buffers land in host memory (troubleshooting T09).
+dmabuf_umem_found() { grep -qx 'HAVE_MLX5DV_UMEM_MASK_DMABUF:INTERNAL=1' "$1/CMakeCache.txt"; }
 
 build_source() {
   local tarball="$CACHE/nvshmem-$NVSHMEM_VERSION.src" src=$NV_SRC cccl
@@ -40,6 +78,7 @@ build_source() {
   fetch "$NVSHMEM_SRC_URL" "$tarball" "nvshmem-$NVSHMEM_VERSION-source"
   rm -rf "$src" "$R/nvshmem" && mkdir -p "$src"
   tar -xf "$tarball" -C "$src" --strip-components=1
+  zero_ah_attr "$src"
   cccl="$(cuda_include_flags)"
   export CUDA_HOME CUDACXX="$CUDA_HOME/bin/nvcc"
   export NVSHMEM_IBGDA_SUPPORT=1 NVSHMEM_USE_GDRCOPY=1 NVSHMEM_MPI_SUPPORT=0 NVSHMEM_SHMEM_SUPPORT=0
@@ -61,9 +100,12 @@ build_source() {
     -DNVSHMEM_BUILD_EXAMPLES=OFF \
     -DNVSHMEM_BUILD_PYTHON_LIB=OFF \
     ${cccl:+-DCMAKE_CXX_FLAGS=-I$cccl -DCMAKE_CUDA_FLAGS=-I$cccl}
+  dmabuf_umem_found "$src/build" ||
+    die "NVSHMEM's CMake did not find MLX5DV_UMEM_MASK_DMABUF in infiniband/mlx5dv.h (HAVE_MLX5DV_UMEM_MASK_DMABUF is not 1 in $src/build/CMakeCache.txt): IBGDA would register no GPU memory through dma-buf, and COS has no nvidia-peermem; the build needs the libibverbs-dev of rdma-core 43 or later (linux-rdma/rdma-core providers/mlx5/mlx5dv.h has it from v43.0)"
   cmake --build "$src/build" -j "$(nproc)"
   cmake --install "$src/build"
   transport_major >"$R/nvshmem/.transport-major"
+  printf '%s\n' "dmabuf_umem=1" "$AH_ATTR_CHECK" >"$R/nvshmem/$BUILD_CHECKS"
 }
 
 # NVSHMEM loads its IBGDA transport by the ABI major its source declares (4 from 3.5, 3 before:
@@ -80,6 +122,8 @@ from_source() {
   with_artifact "$R/nvshmem" build_source
   local f major info
   major="$(cat "$R/nvshmem/.transport-major" 2>/dev/null)" || die "$R/nvshmem has no .transport-major: an incomplete build"
+  grep -qx dmabuf_umem=1 "$R/nvshmem/$BUILD_CHECKS" 2>/dev/null && grep -Eqx 'ah_attr=(upstream|patched)' "$R/nvshmem/$BUILD_CHECKS" ||
+    die "$R/nvshmem/$BUILD_CHECKS does not record dma-buf UMEM support and the ah_attr fix: a build that skipped them"
   for f in lib/libnvshmem_host.so "lib/nvshmem_transport_ibgda.so.$major" bin/nvshmem-info; do
     [[ -e $R/nvshmem/$f ]] || die "NVSHMEM built but $R/nvshmem/$f is missing"
   done
@@ -89,7 +133,7 @@ from_source() {
   # nvshmem-info prints every build variable with its value: only =ON proves IBGDA was built in.
   [[ $info =~ (^|[[:space:]])NVSHMEM_IBGDA_SUPPORT=ON([[:space:]]|$) ]] ||
     die "nvshmem-info -a does not say NVSHMEM_IBGDA_SUPPORT=ON: the build did not enable IBGDA"
-  log "NVSHMEM $NVSHMEM_VERSION built from source into $R/nvshmem (IBGDA transport ABI $major, GDRCopy, sm_$CUDA_ARCH)"
+  log "NVSHMEM $NVSHMEM_VERSION built from source into $R/nvshmem (IBGDA transport ABI $major, GDRCopy, sm_$CUDA_ARCH; $(tr '\n' ' ' <"$R/nvshmem/$BUILD_CHECKS"))"
 }
 
 phase_run() {

@@ -20,9 +20,10 @@ check() {
 
 # Outputs are captured before matching: `cmd | grep -q` fails under pipefail when grep exits first.
 nvcc_ok() { [[ "$("$SYS/usr/local/cuda-$CUDA_VERSION/bin/nvcc" --version)" == *"release $CUDA_VERSION,"* ]]; }
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU '; }
 gpus_ok() {
   local n
-  n="$(nvidia-smi -L | grep -c '^GPU ')"
+  n="$(gpu_count)"
   ((EXPECTED_GPUS ? n == EXPECTED_GPUS : n > 0))
 }
 hca_names_ok() {
@@ -151,7 +152,7 @@ phase_run() {
   if ((HAS_RDMA_NICS)); then need_packages ibverbs-utils; fi # ibv_devinfo (field report R1 phase 0)
   : >"$STATE/verify.out"
   check "nvcc reports CUDA $CUDA_VERSION" nvcc_ok
-  check "nvidia-smi lists $EXPECTED_GPUS GPUs" gpus_ok
+  check "nvidia-smi lists $(gpu_count) GPUs (expected ${EXPECTED_GPUS/#0/at least 1})" gpus_ok
   check "/dev/nvidiactl and /dev/nvidia-uvm exist (GKE's device plugin waits for them)" device_nodes_ok
   if ((HAS_RDMA_NICS)); then
     check "$EXPECTED_NICS HCAs named $HCA_PREFIX*" hca_names_ok
