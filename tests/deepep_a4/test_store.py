@@ -447,7 +447,9 @@ def test_without_nics_the_env_file_names_no_remote_transport(tmp_path: Path) -> 
         lib[lib.index(f"{name}() {{") :].split("\n}\n", 1)[0] + "\n}\n"
         for name in ("nvshmem_ibgda_env", "nvshmem_bootstrap_env", "remote_transport_env")
     )
-    script = funcs + "NIC_HANDLER=gpu GID_INDEX=3 NVSHMEM_TRAFFIC_CLASS=52\nremote_transport_env mlx5\n"
+    # In a GKE pod NVSHMEM's UID bootstrap takes eth0 (the pod's default interface) whatever the node's table says.
+    script = funcs + "NIC_HANDLER=gpu GID_INDEX=3 NVSHMEM_TRAFFIC_CLASS=52 DEEPEP_TARGET=gke SYS=/nonexistent\n"
+    script += "remote_transport_env mlx5\n"
     lines = {
         nics: subprocess.run(
             ["bash", "-c", f"HAS_RDMA_NICS={nics}\n{script}"], capture_output=True, text=True, check=True
@@ -456,3 +458,4 @@ def test_without_nics_the_env_file_names_no_remote_transport(tmp_path: Path) -> 
     }
     assert "export NVSHMEM_REMOTE_TRANSPORT=none" in lines[0] and "ibgda" not in lines[0]
     assert "export NVSHMEM_REMOTE_TRANSPORT=ibgda" in lines[1] and "export NVSHMEM_HCA_PREFIX=mlx5" in lines[1]
+    assert all("export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=eth0\n" in text for text in lines.values())

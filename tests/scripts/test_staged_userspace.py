@@ -35,9 +35,15 @@ GKE, GCE = "gke-b200", "gce-b200"
 # Commands that touch the host: none may run in the supported profile's node phases.
 HOST_COMMANDS = re.compile(r"\b(nsenter|apt-get|apt_get|need_packages|modprobe|insmod|dpkg|ldconfig|shutdown)\b")
 SITE = "lib/python3.12/site-packages"
+# libibverbs prints its provider warnings while it lists the devices (load_drivers): STUB_VERBS_WARNING stands in.
 _VERBS = """
+#include <stdio.h>
 #include <stdlib.h>
-void **ibv_get_device_list(int *n) { *n = 8; return calloc(9, sizeof(void *)); }
+void **ibv_get_device_list(int *n) {
+  const char *w = getenv("STUB_VERBS_WARNING");
+  if (w) fprintf(stderr, "%s\\n", w);
+  *n = 8; return calloc(9, sizeof(void *));
+}
 void ibv_free_device_list(void **l) { free(l); }
 """
 
@@ -122,16 +128,27 @@ def _node_store(m: Machine, tmp: Path, skip: tuple[str, ...] = (), stack: str = 
     return remote, sha
 
 
+# /proc/net/route as the kernel prints it (net/ipv4/fib_trie.c, fib_route_seq_show): the default route has
+# Destination 00000000; a GCE VM's goes through nic0 (here named as cluster-toolkit's A4 NCCL test names it).
+PROC_NET_ROUTE = (
+    "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+    "enp0s19\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+    "enp0s19\t0000000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n"
+)
+
+
 def _node(tmp: Path) -> Machine:
     m = Machine(tmp, hca="rocep", driver_loaded="580.95.05")
     for i in range(8):  # what the driver lists once loaded, one folder per GPU
         (m.sys / f"proc/driver/nvidia/gpus/0000:{i:02x}:00.0").mkdir(parents=True)
+    (m.sys / "proc/net").mkdir(parents=True, exist_ok=True)
+    (m.sys / "proc/net/route").write_text(PROC_NET_ROUTE)
     return m
 
 
-def _run_node(m: Machine, store_dir: Path, sha: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _run_node(m: Machine, store_dir: Path, sha: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     out = m.render(cfg_of(artifactStore="gs://bucket/deepep", artifactStoreManifest=sha), "gce")
-    return m.run(out, *args, DEEPEP_STORE_URL=str(store_dir), DEEPEP_DRIVER_WAIT_S="0")
+    return m.run(out, *args, DEEPEP_STORE_URL=str(store_dir), DEEPEP_DRIVER_WAIT_S="0", **env)
 
 
 def test_the_builder_packs_every_part_under_the_name_the_nodes_compute(tmp_path: Path) -> None:
@@ -173,6 +190,8 @@ def test_a_node_stages_what_the_builder_packed_and_verifies_it(tmp_path: Path) -
     env = (m.root / "unified-env.sh").read_text()
     assert "NVSHMEM_HCA_PREFIX=rocep" in env and "NVSHMEM_DISABLE_GDRCOPY=1" in env
     assert f"export RDMAV_DRIVERS='{m.root}/rdma-core/lib/libibverbs/libmlx5'" in env
+    # NVSHMEM's UID bootstrap on nic0: the default route's interface in the kernel's table (stub: PROC_NET_ROUTE).
+    assert "export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=enp0s19" in env
     status = json.loads((m.root / "state/status.json").read_text())
     assert status["ready"] is True and "peermapping" in status["leftOut"]
     calls = m.log.read_text() if m.log.exists() else ""
@@ -217,6 +236,23 @@ def test_a_provider_that_does_not_load_fails_verify(tmp_path: Path) -> None:
     (m.root / "rdma-core/lib/libibverbs/libmlx5-rdmav34.so").write_bytes(b"not an ELF object")
     proc = _run_node(m, store_dir, sha, "--redo", "verify-staged")
     assert proc.returncode == 1 and "mlx5 provider" in proc.stderr
+
+
+def test_only_the_staged_providers_load_failure_fails_verify(tmp_path: Path) -> None:
+    """libibverbs also loads what the host's /etc/libibverbs.d names and warns "couldn't load driver '<so>': <dlerror>"
+    for each that fails (rdma-core v50.0 libibverbs/dynamic_driver.c, load_driver); the so name of an RDMAV_DRIVERS
+    entry is its absolute path plus -rdmav<ABI>.so. A GCE host's folder may be another rdma-core's."""
+    m = _node(tmp_path)
+    store_dir, sha = _node_store(m, tmp_path)
+    assert _run_node(m, store_dir, sha).returncode == 0
+    other = "libibverbs: Warning: couldn't load driver 'libefa-rdmav34.so': libefa-rdmav34.so: cannot open shared object"
+    proc = _run_node(m, store_dir, sha, "--redo", "verify-staged", STUB_VERBS_WARNING=other)
+    assert proc.returncode == 0, proc.stderr
+    assert other in (m.root / "state/verify-staged.out").read_text()  # kept for the record, not counted
+    staged = f"{m.root}/rdma-core/lib/libibverbs/libmlx5-rdmav34.so"
+    ours = f"libibverbs: Warning: couldn't load driver '{staged}': {staged}: undefined symbol: verbs_init_cq"
+    proc = _run_node(m, store_dir, sha, "--redo", "verify-staged", STUB_VERBS_WARNING=ours)
+    assert proc.returncode == 1 and "the staged libibverbs loads the staged mlx5 provider" in proc.stderr
 
 
 def test_verify_waits_for_the_driver_and_says_whose_it_is(tmp_path: Path) -> None:
