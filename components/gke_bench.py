@@ -233,9 +233,14 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
             {"name": "verbs-config", "host_path": {"path": VERBS_CONFIG_HOST_DIR, "type": "Directory"}},
         ],
     }
+    container = spec["containers"][0]
+    if not security.bench_needs_rdma(test):
+        # No RDMA device in this pod: gIB would report 0 devices, and NCCL_NET=gIB with none fails NCCL's init
+        # (bench_env.gib_env). Without the plugin folder the runner sets no gIB settings either.
+        container["volume_mounts"] = [m for m in container["volume_mounts"] if m["name"] != "gib"]
+        spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "gib"]
     if cfg.staged:
         # The staged libibverbs names its provider by absolute path: no provider folder of the image is used.
-        container = spec["containers"][0]
         container["volume_mounts"] = [m for m in container["volume_mounts"] if not m["name"].startswith("verbs-")]
         spec["volumes"] = [v for v in spec["volumes"] if not v["name"].startswith("verbs-")]
     if flex_start:

@@ -21,7 +21,8 @@ DEEPEP_SCRIPTS = {
 DEFAULT_PORT = 8361  # DeepEP's tests/utils.py default
 # Google's NCCL settings for gIB on A4 (what its set_nccl_env.sh sets), as GoogleCloudPlatform/cluster-toolkit
 # spells them out in examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml (1047080375afb), NCCL_NET=gIB
-# with them; used only where the gIB plugin is installed and deepep-a4:ncclGib is on. GID index 3 is RoCE v2.
+# with them; used only for the RDMA tests, where the gIB plugin is installed, the process sees RDMA devices and
+# deepep-a4:ncclGib is on (gib_env). GID index 3 is RoCE v2.
 GIB_NCCL_ENV = {
     "NCCL_NET": "gIB",
     "NCCL_CROSS_NIC": "0",
@@ -85,16 +86,22 @@ def socket_ifname(platform: str, pod_networking: str) -> str:
     return SOCKET_IFNAMES.get((platform, pod_networking if platform == "gke" else ""), "")
 
 
+def rdma_devices(ib_dir: Path) -> list[str]:
+    """The RDMA devices this process sees (the kernel's /sys/class/infiniband)."""
+    try:
+        return sorted(p.name for p in ib_dir.iterdir())
+    except OSError:
+        return []
+
+
 def build_env(
     base: dict[str, str],
     env_file: str | None,
-    gib_dir: str,
     *,
-    nccl_gib: bool = True,
     platform: str = "",
     pod_networking: str = "",
 ) -> tuple[dict[str, str], list[str]]:
-    """The tests' environment and a note for each decision taken."""
+    """The tests' environment (no gIB settings: gib_env adds them for the RDMA tests) and a note for each decision."""
     env = dict(base)
     notes: list[str] = []
     if env_file:
@@ -110,23 +117,42 @@ def build_env(
     if ifname:
         env.setdefault("NCCL_SOCKET_IFNAME", ifname)
         notes.append(f"NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} ({platform} {pod_networking}".rstrip() + ")")
-    if not nccl_gib:
-        notes.append("ncclGib is off: no gIB NCCL settings; NCCL picks its own transport")
-    elif gib_plugin_present(gib_dir):
-        for key, value in GIB_NCCL_ENV.items():
-            env.setdefault(key, value)
-        tuner = Path(gib_dir) / GIB_TUNER_CONFIG
-        if tuner.is_file():
-            env.setdefault("NCCL_TUNER_CONFIG_PATH", str(tuner))
-        lib = str(Path(gib_dir) / "lib64")
-        paths = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
-        if lib not in paths:
-            env["LD_LIBRARY_PATH"] = ":".join([*paths, lib])
-        notes.append(f"gIB NCCL plugin found in {gib_dir}: NCCL_NET=gIB and Google's A4 NCCL settings")
-    else:
-        notes.append(f"no gIB NCCL plugin in {gib_dir}: NCCL picks its own transport")
     env["PYTHONUNBUFFERED"] = "1"
     return env, notes
+
+
+def gib_env(
+    env: dict[str, str], gib_dir: str, devices: list[str], *, nccl_gib: bool = True
+) -> tuple[dict[str, str] | None, str]:
+    """The environment of a test whose traffic crosses the RDMA NICs, with Google's gIB NCCL settings, or None
+    and why not. NCCL_NET=<name> makes NCCL take only the net plugin of that name, and a plugin whose devices()
+    reports 0 devices is disabled: with no RDMA device gIB finds none and the communicator's init fails ("Failed to
+    initialize any NET plugin"; NVIDIA/nccl v2.27.5-1 src/init.cc envConfigOverride, src/plugin/net.cc
+    ncclNetPluginInit / ncclNetPluginAssignToComm / ncclNetInit). So gIB only where this process sees RDMA devices
+    and the plugin; intranode (NVLink) never gets it."""
+    if not nccl_gib:
+        return None, "ncclGib is off: no gIB NCCL settings; NCCL picks its own transport"
+    if not gib_plugin_present(gib_dir):
+        return None, f"no gIB NCCL plugin in {gib_dir}: NCCL picks its own transport"
+    if not devices:
+        return None, (
+            f"gIB NCCL plugin in {gib_dir} but no RDMA device here: no NCCL_NET=gIB (with no device gIB reports "
+            "0 and NCCL's init fails); NCCL picks its own transport"
+        )
+    out = dict(env)
+    for key, value in GIB_NCCL_ENV.items():
+        out.setdefault(key, value)
+    tuner = Path(gib_dir) / GIB_TUNER_CONFIG
+    if tuner.is_file():
+        out.setdefault("NCCL_TUNER_CONFIG_PATH", str(tuner))
+    lib = str(Path(gib_dir) / "lib64")
+    paths = [p for p in out.get("LD_LIBRARY_PATH", "").split(":") if p]
+    if lib not in paths:
+        out["LD_LIBRARY_PATH"] = ":".join([*paths, lib])
+    return out, (
+        f"gIB NCCL plugin found in {gib_dir} and {len(devices)} RDMA device(s): NCCL_NET=gIB and Google's A4 "
+        "NCCL settings for the RDMA tests"
+    )
 
 
 # -- one test's process ---------------------------------------------------------------------------

@@ -6,7 +6,9 @@ Inside a benchmark pod or on a VM, after the installer:
     python3 run_bench.py --tests intranode,low-latency --processes 8 --results-dir /results
 
 1. Loads the installer's environment file (--env-file), unsets TORCH_NCCL_USE_COMM_NONBLOCKING (the gIB
-   NCCL shim wants it unset), and adds the gIB NCCL settings only where the gIB plugin is present.
+   NCCL shim wants it unset); the RDMA tests (low-latency, internode) alone get the gIB NCCL settings, where the
+   plugin is present and this process sees RDMA devices (NCCL_NET=gIB with none fails NCCL's init), and
+   NVSHMEM_DEBUG=INFO (NVSHMEM then names the IBGDA path it took).
 2. Runs a short torch.distributed all-to-all over NCCL among the same processes (and nodes) the tests
    will use, checks the data and prints its bandwidth: a broken fabric shows here, before DeepEP.
 3. Runs each DeepEP test (tests/test_intranode.py, test_low_latency.py, test_internode.py) with the
@@ -58,6 +60,7 @@ except ImportError:  # pragma: no cover - on a node the script's own folder is s
 
 DEEPEP_SCRIPTS, DEFAULT_PORT, IB_SYSFS = bench_env.DEEPEP_SCRIPTS, bench_env.DEFAULT_PORT, bench_env.IB_SYSFS
 build_env, log, stream_process = bench_env.build_env, bench_env.log, bench_env.stream_process
+gib_env, rdma_devices = bench_env.gib_env, bench_env.rdma_devices
 nic_record, nic_tx_bytes = bench_env.nic_record, bench_env.nic_tx_bytes
 nccl_worker_main = nccl_check.nccl_worker_main
 RDMA_TESTS, device_problem = preflight.RDMA_TESTS, preflight.device_problem
@@ -272,16 +275,28 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         env, notes = build_env(
             dict(os.environ),
             args.env_file or None,
-            args.gib_dir,
-            nccl_gib=settings.nccl_gib,
             platform=settings.platform,
             pod_networking=settings.pod_networking,
         )
     except (subprocess.CalledProcessError, OSError) as err:
         log(out, "error", f"cannot load the env file {args.env_file}: {err}")
         return 2
+    # The RDMA tests' environment: gIB where this process sees RDMA devices and the plugin (bench_env.gib_env), and
+    # NVSHMEM's INFO lines, which name the IBGDA path and where the NIC buffers went (parse_records.transport_verdict).
+    devices = rdma_devices(Path(args.ib_sysfs))
+    rdma_env, gib_note = gib_env(env, args.gib_dir, devices, nccl_gib=settings.nccl_gib)
+    rdma_env = dict(rdma_env or env)
+    rdma_env.setdefault("NVSHMEM_DEBUG", "INFO")
+    if any(t in RDMA_TESTS for t in tests):
+        notes.append(gib_note)
     for note in notes:
         log(out, "env", note)
+
+    def env_of(test: str) -> dict[str, str]:
+        return rdma_env if test in RDMA_TESTS else env
+
+    # The NCCL check runs among the processes of the tests, with the RDMA tests' NCCL settings where any runs.
+    check_env = rdma_env if any(t in RDMA_TESTS for t in tests) else env
     tests_dir = find_tests_dir(args.deepep_dir, env)
     if tests_dir is None:
         log(out, "error", "DeepEP's tests/ not found: give --deepep-dir or put the checkout on PYTHONPATH")
@@ -289,7 +304,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     # What ran, once per node: it goes into every begin marker, so each test's log carries it.
-    ran = what_ran(env, args.python, tests_dir.parent, gib_dir=Path(args.gib_dir))
+    ran = what_ran(check_env, args.python, tests_dir.parent, gib_dir=Path(args.gib_dir))
     log(out, "ran", ran)
     context: dict[str, Any] = {"node_rank": node_rank, "host": ran["host"], "repeats": args.repeats, "ran": ran}
 
@@ -324,7 +339,9 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             str(args.nccl_iters),
         ]
         nccl_run = TestRun("nccl", worker)
-        nccl = run_test(nccl_run, env, str(results_dir), min(timeout_s, 900), results_dir, expect, out, None, context)
+        nccl = run_test(
+            nccl_run, check_env, str(results_dir), min(timeout_s, 900), results_dir, expect, out, None, context
+        )
         runs.append(nccl)
         fabric_ok = nccl.status == "passed"
         port += 1
@@ -332,7 +349,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     no_devices = ""
     if any(t in RDMA_TESTS for t in tests) and not args.skip_device_check:
         prefix = env.get("NVSHMEM_HCA_PREFIX", "")
-        seen, no_devices = device_problem(args.python, args.processes, args.hcas, prefix, env)
+        seen, no_devices = device_problem(args.python, args.processes, args.hcas, prefix, rdma_env)
         log(out, "preflight", seen)
 
     for test, repeat in [(t, i) for t in tests for i in range(1, args.repeats + 1)]:
@@ -352,7 +369,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             log(out, "error", f"{test}: {run.problems[0]}")
             runs.append(run)
             continue
-        test_env = dict(env, MASTER_ADDR=master_addr if nodes > 1 else "127.0.0.1", MASTER_PORT=str(port))
+        test_env = dict(env_of(test), MASTER_ADDR=master_addr if nodes > 1 else "127.0.0.1", MASTER_PORT=str(port))
         test_env.update(WORLD_SIZE=str(nodes), RANK=str(node_rank))
         ib_dir, ctx = None, context
         if test in RDMA_TESTS:  # the evidence the parser asks of an RDMA test: the transport and the NICs

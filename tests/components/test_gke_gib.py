@@ -59,10 +59,14 @@ def test_it_writes_the_gib_folder_only_never_the_drivers(on: Built) -> None:
     mounts = {m["mountPath"] for m in init["volumeMounts"]}
     assert gke_gib.HOST_MOUNT in mounts and not any("nvidia" in m for m in mounts)
     assert "/home/kubernetes/bin/nvidia/lib64" not in str(on.one(DS, GIB_DS).inputs)
-    # The benchmark pods mount the same host folder where the runner looks for the plugin.
+    # The RDMA benchmark pods mount the same host folder where the runner looks for the plugin; intranode's has
+    # no RDMA device and no gIB (test_nccl_net_rule.py).
     for j in on.of(JOB):
         vols = {v["name"]: v for v in j.inputs["spec"]["template"]["spec"]["volumes"]}
-        assert vols["gib"]["hostPath"]["path"] == gke_objects.GIB_HOST_DIR
+        if j.inputs["metadata"]["name"] == "deepep-intranode":
+            assert "gib" not in vols
+        else:
+            assert vols["gib"]["hostPath"]["path"] == gke_objects.GIB_HOST_DIR
 
 
 def test_its_init_container_is_root_with_file_capabilities_only(on: Built) -> None:

@@ -103,11 +103,11 @@ class Built:
         return next(r.inputs for r in self.of(JOB) if r.inputs["metadata"]["name"] == gke_bench.job_name(test))
 
 
-def build(network_names: list[str] | None = RDMA, **overrides: Any) -> Built:
-    cfg = config.parse(plan_engine.project_keys(stack_config(STACK, **overrides)), STACK)
+def build(network_names: list[str] | None = RDMA, stack: str = STACK, **overrides: Any) -> Built:
+    cfg = config.parse(plan_engine.project_keys(stack_config(stack, **overrides)), stack)
     mocks = Mocks(cfg.project)
     monitor = Monitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=config.PROJECT_NAME, stack=STACK, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=config.PROJECT_NAME, stack=stack, preview=False, monitor=monitor)
     artifacts.reset()
     outputs: dict[str, Any] = {}
 
@@ -517,10 +517,14 @@ def test_bench_pods_hold_the_least_privileges(host: Built, multi: Built) -> None
             spec = j.inputs["spec"]["template"]["spec"]
             assert not spec.get("hostPID") and not spec.get("hostIPC")
             host_paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-            assert host_paths == {gke_objects.HOST_NVIDIA, gke_objects.GIB_HOST_DIR, gke_objects.VERBS_CONFIG_HOST_DIR}
+            # gIB only in the pods with RDMA devices (test_nccl_net_rule.py): not in intranode's.
+            rdma = j.inputs["metadata"]["name"] != gke_bench.job_name("intranode")
+            gib = {gke_objects.GIB_HOST_DIR} if rdma else set()
+            assert host_paths == {gke_objects.HOST_NVIDIA, gke_objects.VERBS_CONFIG_HOST_DIR} | gib
             [c] = spec["containers"]
             mounts = {m["name"]: m for m in c["volumeMounts"]}
-            assert mounts["install-root"]["readOnly"] is True and mounts["gib"]["readOnly"] is True
+            assert mounts["install-root"]["readOnly"] is True and ("gib" in mounts) == rdma
+            assert not rdma or mounts["gib"]["readOnly"] is True
             # libibverbs loads only the providers /etc/libibverbs.d names (troubleshooting T21).
             assert mounts["verbs-config"] == {
                 "name": "verbs-config",

@@ -69,4 +69,3 @@ def test_no_dmabuf_umem_in_cmakes_check_fails_the_phase_before_compiling(tmp_pat
     assert proc.returncode == 1
     assert "phase 'nvshmem' failed" in proc.stderr and "HAVE_MLX5DV_UMEM_MASK_DMABUF is not 1" in proc.stderr
     assert not [c for c in m.calls("cmake") if c.startswith("cmake --build")]
-

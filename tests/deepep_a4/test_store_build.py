@@ -62,9 +62,7 @@ def sources_dir(tmp: Path, cfg: config.StackConfig, deepep_commit: str = "") -> 
             f.write_bytes(tar_gz({"README": "gdrcopy"}))
         elif s.name.startswith("nvshmem-"):
             major = 4 if v.nvshmem.startswith("3.5") else 3
-            f.write_bytes(
-                tar_gz({"src/CMakeLists.txt": f"set(TRANSPORT_VERSION_MAJOR {major})\n", **IBGDA_STAND_IN})
-            )
+            f.write_bytes(tar_gz({"src/CMakeLists.txt": f"set(TRANSPORT_VERSION_MAJOR {major})\n", **IBGDA_STAND_IN}))
         elif s.name.startswith("deepep-pr466-"):
             f.write_text("diff --git a/deep_ep/buffer.py b/deep_ep/buffer.py\n+def _setup_device_hca_mapping(): ...\n")
         elif s.name.startswith("deepep-"):

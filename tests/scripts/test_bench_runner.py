@@ -146,22 +146,27 @@ def test_env_file_loaded_and_nonblocking_unset(tmp_path: Path, deepep: Path) -> 
     assert "[runner] env unset TORCH_NCCL_USE_COMM_NONBLOCKING" in out
 
 
-def test_gib_settings_only_where_the_plugin_is(tmp_path: Path) -> None:
+def test_gib_settings_only_where_the_plugin_and_rdma_devices_are(tmp_path: Path) -> None:
     gib = tmp_path / "gib"
-    env, notes = run_bench.build_env({"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, None, str(gib))
-    assert "NCCL_NET" not in env and "no gIB" in notes[-1]
+    base = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41", "TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}
+    env, _ = run_bench.build_env(base, None)
+    assert "NCCL_NET" not in env and "TORCH_NCCL_USE_COMM_NONBLOCKING" not in env  # build_env never adds gIB
+    none, note = run_bench.gib_env(env, str(gib), ["mlx5_0"])
+    assert none is None and "no gIB" in note
     (gib / "lib64").mkdir(parents=True)
     (gib / "lib64" / "libnccl-net_internal.so").write_text("")
     (gib / "configs").mkdir()
     (gib / "configs" / "tuner_config_a4.txtpb").write_text("")
-    base = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "NCCL_IB_TC": "41", "TORCH_NCCL_USE_COMM_NONBLOCKING": "1"}
-    env, _ = run_bench.build_env(base, None, str(gib))
-    assert env["NCCL_NET"] == "gIB"
-    assert env["NCCL_IB_TC"] == "41"  # an explicit setting wins over the field report's default
-    assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4" and env["NCCL_NET_GDR_LEVEL"] == "PIX"
-    assert env["NCCL_TUNER_CONFIG_PATH"].endswith("configs/tuner_config_a4.txtpb")
-    assert env["LD_LIBRARY_PATH"] == f"/usr/local/nvidia/lib64:{gib}/lib64"
-    assert "TORCH_NCCL_USE_COMM_NONBLOCKING" not in env
+    # The plugin, but no RDMA device: NCCL_NET=gIB would fail NCCL's init (tests/components/test_nccl_net_rule.py).
+    none, note = run_bench.gib_env(env, str(gib), [])
+    assert none is None and "no RDMA device" in note
+    rdma, note = run_bench.gib_env(env, str(gib), ["mlx5_0", "mlx5_1"])
+    assert rdma is not None and "2 RDMA device(s)" in note
+    assert rdma["NCCL_NET"] == "gIB" and "NCCL_NET" not in env  # the test's own copy
+    assert rdma["NCCL_IB_TC"] == "41"  # an explicit setting wins over the field report's default
+    assert rdma["NCCL_IB_QPS_PER_CONNECTION"] == "4" and rdma["NCCL_NET_GDR_LEVEL"] == "PIX"
+    assert rdma["NCCL_TUNER_CONFIG_PATH"].endswith("configs/tuner_config_a4.txtpb")
+    assert rdma["LD_LIBRARY_PATH"] == f"/usr/local/nvidia/lib64:{gib}/lib64"
 
 
 def test_failed_test_exits_1_with_the_reason(tmp_path: Path) -> None:
@@ -553,12 +558,13 @@ def test_googles_nccl_settings_include_the_roce_v2_gid_and_follow_ncclgib(tmp_pa
     gib = tmp_path / "gib"
     (gib / "lib64").mkdir(parents=True)
     (gib / "lib64" / "libnccl-net.so").write_text("")
-    env, _ = bench_env.build_env({}, None, str(gib))
+    env, _ = bench_env.gib_env({}, str(gib), ["mlx5_0"])
+    assert env is not None
     # cluster-toolkit a4high-vm.yaml's values, all of them, with NCCL_NET=gIB.
     assert {k: env[k] for k in bench_env.GIB_NCCL_ENV} == bench_env.GIB_NCCL_ENV
     assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_IB_TC"] == "52" and env["NCCL_IB_FIFO_TC"] == "84"
-    off, notes = bench_env.build_env({}, None, str(gib), nccl_gib=False)
-    assert not [k for k in off if k.startswith("NCCL_")] and "ncclGib is off" in " ".join(notes)
+    off, note = bench_env.gib_env({}, str(gib), ["mlx5_0"], nccl_gib=False)
+    assert off is None and "ncclGib is off" in note
 
 
 @pytest.mark.parametrize(
@@ -570,10 +576,10 @@ def test_socket_interfaces_per_platform_and_pod_networking(
 ) -> None:
     from scripts.bench import bench_env
 
-    env, notes = bench_env.build_env({}, None, str(tmp_path), platform=platform, pod_networking=pod_networking)
+    env, notes = bench_env.build_env({}, None, platform=platform, pod_networking=pod_networking)
     assert env["NCCL_SOCKET_IFNAME"] == ifname
     assert f"NCCL_SOCKET_IFNAME={ifname}" in " ".join(notes)
-    assert "NCCL_SOCKET_IFNAME" not in bench_env.build_env({}, None, str(tmp_path))[0]  # not said: NCCL picks
+    assert "NCCL_SOCKET_IFNAME" not in bench_env.build_env({}, None)[0]  # not said: NCCL picks
 
 
 def test_stacks_tell_the_runner_their_platform_networking_and_gib() -> None:
