@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parser of DeepEP test output (v1.2.1 and the default 1.2.1+29d31c0) and of this runner's NCCL check.
 
-    python3 parse.py LOG [--test T] [--processes N] [--nodes N] [--summary]
+    python3 parse.py LOG [--test T] [--processes N] [--nodes N] [--summary] [--no-rdma-nics]
 
 prints one JSON record per line and exits 0 when every test in the log completed, passed and, for the
 RDMA tests, carries its evidence (the transport, the NIC counters: parse_records.py); 1 when a test failed,
@@ -318,7 +318,7 @@ def parse_log(text: str, test: str | None = None, expect: bench_records.Expect =
         exp = expect
         if seg.begin:
             exp = bench_records.Expect(
-                seg.begin.get("processes", expect.processes), seg.begin.get("nodes", expect.nodes)
+                seg.begin.get("processes", expect.processes), seg.begin.get("nodes", expect.nodes), expect.rdma_nics
             )
         status, problems, checks = bench_records.judge(seg_test, recs, seg, exp)
         for r in recs:
@@ -335,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, help="processes per node the test ran with (checks every rank printed)")
     ap.add_argument("--nodes", type=int, help="nodes the test ran on")
     ap.add_argument("--summary", action="store_true", help="print only the summary record of each test")
+    ap.add_argument(
+        "--no-rdma-nics",
+        action="store_true",
+        help="the machine has no RDMA NIC (the hardware test counted none): IBGDA's init failure is expected and the "
+        "RDMA evidence checks are n/a; a CPU-handler or host-memory fallback still fails",
+    )
     args = ap.parse_args(argv)
     if args.log == "-":
         text = sys.stdin.read()
@@ -345,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as err:
             print(f"parse.py: cannot read {args.log}: {err.strerror or err}", file=sys.stderr)
             return 2
-    results = parse_log(text, args.test, bench_records.Expect(args.processes, args.nodes))
+    results = parse_log(text, args.test, bench_records.Expect(args.processes, args.nodes, not args.no_rdma_nics))
     for res in results:
         for r in [] if args.summary else res.records:
             print(json.dumps(r, sort_keys=True))

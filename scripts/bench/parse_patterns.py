@@ -174,8 +174,23 @@ def known_failure_hints(lines: Iterable[str], test: str | None = None) -> list[s
 # NVSHMEM names the transport it could not start: "...nvshmemi_transport_init:282: init failed for transport: IBGDA".
 RE_TRANSPORT_FAILED = re.compile(r"init failed for transport: (?P<transport>\w+)")
 
+# The lines below are NVSHMEM's own (NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp, nvshmemt_init and
+# ibgda_check_gpu_mapping_nic_uar at the 3.5 head 2d7d25f; ibgda_alloc_and_map_qp_uar in v3.4.5-0). Note that
+# NVSHMEM_IBGDA_NIC_HANDLER=gpu is not enforced: "gpu" and "auto" both fall back to a CPU handler when the mapping
+# fails.
 # With NVSHMEM_DEBUG=INFO the IBGDA transport says which path it took: "NIC handler will be GPU ..." (the GPU
 # rings the NIC's doorbell itself) or "NIC handler will be CPU with host memory backend" (CPU-assisted IBGDA: the
 # GPU writes the work requests, a CPU thread rings the doorbell), e.g. when the GPU may not map the NIC
 # ("cudaHostRegister with IoMemory failed"; troubleshooting T09).
 RE_IBGDA_HANDLER = re.compile(r"NIC handler will be (?P<handler>[^.\n]*)")
+# Where NVSHMEM put the NIC's control buffers (INFO): "NIC buffer will be on GPU memory." or "... on host memory."
+# (host memory when the NIC cannot register GPU memory: no dma-buf UMEM, no nvidia-peermem).
+RE_NIC_BUF = re.compile(r"NIC buffer will be on (?P<where>GPU|host) memory")
+# Printed whatever NVSHMEM_DEBUG says (NVSHMEMI_WARN_PRINT: "WARN: ..." on stdout) when the GPU cannot map the NIC's
+# doorbell and NVSHMEM takes the CPU handler instead: 3.4.5 "ibgda_nic_mem_gpu_map failed. We may need to use the
+# CPU fallback path.", 3.5 also "ibgda_alloc_and_map_qp_uar with GPU as handler failed. We may need to enter the
+# CPU fallback path.", after "cudaHostRegister with IoMemory failed with error=N. We may need to use a fallback
+# path."
+RE_CPU_FALLBACK = re.compile(
+    r"We may need to (?:use|enter) the CPU fallback path|cudaHostRegister with IoMemory failed"
+)

@@ -77,14 +77,16 @@ class Segment:
 
 @dataclass(frozen=True)
 class Expect:
-    """What a complete run prints, where known (from the runner's arguments)."""
+    """What a complete run prints, where known (from the runner's arguments). rdma_nics=False: the machine has no
+    RDMA NIC at all (the hardware test checked /sys/class/infiniband): the RDMA evidence checks are "n/a" there."""
 
     processes: int | None = None
     nodes: int | None = None
+    rdma_nics: bool = True
 
 
-# Status of one check, and of a judged test.
-PASS, FAIL, NOT_RUN = "pass", "FAIL", "not run"
+# Status of one check, and of a judged test. NA: a check that cannot apply (no RDMA NIC on the machine).
+PASS, FAIL, NOT_RUN, NA = "pass", "FAIL", "not run", "n/a"
 PASSED, FAILED, UNPROVEN = "passed", "failed", "unproven"
 RDMA_TESTS = ("low-latency", "internode")
 # A NIC "carries" the test when it sent at least this share of the bytes all the node's NICs sent.
@@ -105,7 +107,7 @@ def judge(
     failed); unproven (nothing failed, but a check had no evidence). A run that is not passed also gets the
     fix of each known failure its lines show, for the test that printed them."""
     problems = _incomplete_or_failed(test, recs, seg, expect)
-    checks = evidence_checks(test, seg)
+    checks = evidence_checks(test, seg, expect.rdma_nics)
     status = PASSED
     if problems or any(c["status"] == FAIL for c in checks):
         status = FAILED
@@ -120,29 +122,77 @@ def judge(
 # -- evidence of the transport and the NICs (low-latency, internode) ------------------------------------
 
 
-def evidence_checks(test: str | None, seg: Segment | None) -> list[dict[str, str]]:
+def evidence_checks(test: str | None, seg: Segment | None, rdma_nics: bool = True) -> list[dict[str, str]]:
     """The transport and NIC checks of an RDMA test, from the runner's records around its output."""
     if test not in RDMA_TESTS:
         return []
     begin = seg.begin if seg is not None else None
     end = seg.end if seg is not None else None
     lines = seg.lines if seg is not None else []
-    status, detail = transport_verdict(begin, lines)
+    status, detail = transport_verdict(begin, lines, rdma_nics)
     checks = [{"check": "transport", "status": status, "detail": detail}]
-    status, detail = nic_check(test, begin, end)
+    if rdma_nics:
+        status, detail = nic_check(test, begin, end)
+    else:
+        status, detail = NA, "no RDMA NIC on this machine: no NIC can carry traffic (the hardware test)"
     checks.append({"check": "NIC", "status": status, "detail": detail})
     return checks
 
 
-def transport_verdict(begin: dict[str, Any] | None, lines: list[tuple[int, str]]) -> tuple[str, str]:
-    """IBGDA named by the runner's record of the test's NVSHMEM settings, and not refused in the log."""
+def degraded_ibgda(begin: dict[str, Any] | None, lines: list[tuple[int, str]]) -> str:
+    """Why NVSHMEM's IBGDA ran degraded, as its own lines say, or "": the CPU-assisted NIC handler or NIC buffers
+    in host memory where the settings did not ask for them. NVSHMEM_IBGDA_NIC_HANDLER=gpu (every supported-profile
+    stack: no gdrdrv there) is not enforced by NVSHMEM, which falls back silently: this check makes it loud."""
+    transport = (begin or {}).get("transport") or {}
+    asked = str(transport.get("NVSHMEM_IBGDA_NIC_HANDLER") or "").strip().lower()
+    cpu_asked = asked in ("cpu", "cpu_host_memory")
+    hostmem_asked = str(transport.get("NVSHMEM_IBGDA_FORCE_NIC_BUF_MEMTYPE") or "").strip().lower() == "hostmem"
+    for n, line in lines:
+        m = bench_patterns.RE_IBGDA_HANDLER.search(line)
+        if m and m["handler"].strip().upper().startswith("CPU") and not cpu_asked:
+            return (
+                f"line {n}: NVSHMEM took the CPU-assisted NIC handler ('NIC handler will be {m['handler'].strip()}') "
+                f"where NVSHMEM_IBGDA_NIC_HANDLER={asked or 'unset'} asked for none: the GPU cannot ring the "
+                "NIC's doorbell (troubleshooting T09)"
+            )
+        if not cpu_asked and bench_patterns.RE_CPU_FALLBACK.search(line):
+            return (
+                f"line {n}: NVSHMEM could not map the NIC's doorbell for the GPU and falls back to the CPU handler "
+                f"({line.strip()[:160]!r}; troubleshooting T09)"
+            )
+        m = bench_patterns.RE_NIC_BUF.search(line)
+        if m and m["where"] == "host" and not hostmem_asked:
+            return (
+                f"line {n}: NVSHMEM put the NIC buffers in host memory ('NIC buffer will be on host memory'): the "
+                "NIC could not register GPU memory (no dma-buf UMEM in this NVSHMEM build, no nvidia-peermem; "
+                "troubleshooting T09)"
+            )
+    return ""
+
+
+def transport_verdict(
+    begin: dict[str, Any] | None, lines: list[tuple[int, str]], rdma_nics: bool = True
+) -> tuple[str, str]:
+    """IBGDA named by the runner's record of the test's NVSHMEM settings, not refused in the log and not degraded
+    to the CPU handler or host-memory NIC buffers. rdma_nics=False (a machine without any RDMA NIC): IBGDA's init
+    failure is what NVSHMEM must print there, so the check is "n/a" (a degraded path still fails)."""
+    degraded = degraded_ibgda(begin, lines)
+    if degraded:
+        return FAIL, degraded
     for n, line in lines:
         m = bench_patterns.RE_TRANSPORT_FAILED.search(line)
         if m and m["transport"].upper() == "IBGDA":
+            if not rdma_nics:
+                return NA, (
+                    f"no RDMA NIC on this machine: NVSHMEM's IBGDA init failure (line {n}) is expected there; the "
+                    "test ran over NVLink (P2P)"
+                )
             return FAIL, (
                 f"line {n}: NVSHMEM could not start IBGDA ('init failed for transport: IBGDA'), so no byte went "
                 "through a NIC (troubleshooting T21: does the process see the node's HCAs?)"
             )
+    if not rdma_nics:
+        return NA, "no RDMA NIC on this machine: IBGDA cannot run here (the hardware test)"
     transport = (begin or {}).get("transport")
     if not isinstance(transport, dict):
         return NOT_RUN, "the log does not name the transport (no NVSHMEM settings in the runner's begin record)"
@@ -153,9 +203,15 @@ def transport_verdict(begin: dict[str, Any] | None, lines: list[tuple[int, str]]
             "ibgda on a machine with RDMA NICs)"
         )
     handler = transport.get("NVSHMEM_IBGDA_NIC_HANDLER") or "unset"
+    path = ibgda_path(lines)
+    if str(transport.get("NVSHMEM_DEBUG") or "").upper() in ("INFO", "TRACE") and "not in the log" in path:
+        # The runner sets NVSHMEM_DEBUG=INFO for the RDMA tests: then NVSHMEM's silence about its path is no proof.
+        return NOT_RUN, (
+            f"NVSHMEM_DEBUG={transport['NVSHMEM_DEBUG']} but the log has no 'NIC handler will be ...' line: the IBGDA "
+            "path NVSHMEM took is not shown"
+        )
     return PASS, (
-        f"IBGDA (NVSHMEM_REMOTE_TRANSPORT=ibgda, NIC handler {handler}); no transport failure in the log; "
-        f"{ibgda_path(lines)}"
+        f"IBGDA (NVSHMEM_REMOTE_TRANSPORT=ibgda, NIC handler {handler}); no transport failure in the log; {path}"
     )
 
 

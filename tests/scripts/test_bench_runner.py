@@ -44,6 +44,16 @@ def fake_deepep(tmp: Path, outputs: dict[str, str], extra: str = "") -> Path:
     return tmp / "DeepEP"
 
 
+# What NVSHMEM's IBGDA transport prints with NVSHMEM_DEBUG=INFO (which the runner sets for the RDMA tests) once it
+# took the GPU handler: its INFO format "<file> <line> <message>" (src/modules/transport/common/transport_common.h)
+# and message (src/modules/transport/ibgda/ibgda.cpp, nvshmemt_init), in a stand-in test's `extra`.
+NVSHMEM_INFO_GPU_HANDLER = (
+    "if os.environ.get('NVSHMEM_DEBUG') == 'INFO':\n"
+    "    print('/src/modules/transport/ibgda/ibgda.cpp 4859 NIC buffer will be on GPU memory.')\n"
+    "    print('/src/modules/transport/ibgda/ibgda.cpp 4873 NIC handler will be GPU.')\n"
+)
+
+
 def run(tmp: Path, *args: str, env: dict[str, str] | None = None, results: str = "results") -> tuple[int, str]:
     out = io.StringIO()
     old = dict(os.environ)
@@ -268,7 +278,9 @@ def test_internode_traffic_must_spread_over_the_nics(tmp_path: Path, busy_nics: 
         f"    c = Path({str(ib)!r}) / f'mlx5_{{i}}/ports/1/counters/port_xmit_data'\n"
         f"    c.write_text(str(int(c.read_text()) + 250_000_000 // {busy_nics}))\n"
     )
-    deepep = fake_deepep(tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send)
+    deepep = fake_deepep(
+        tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send + NVSHMEM_INFO_GPU_HANDLER
+    )
     rc, out = run_internode(tmp_path, deepep, ib, rank=0, env=IBGDA_ENV)
     assert '"mlx5_0/1": ' in out  # bytes per NIC are in the log (the end marker) either way
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
@@ -518,7 +530,9 @@ def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: 
         "    c = ib / f'mlx5_{i}/ports/1/counters/port_xmit_data'\n"
         "    c.write_text(str(int(c.read_text()) + 250_000_000))\n"
     )
-    deepep = fake_deepep(tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send)
+    deepep = fake_deepep(
+        tmp_path, {"internode": (FIX / "r2_internode_gke.log").read_text()}, extra=send + NVSHMEM_INFO_GPU_HANDLER
+    )
     for rank in (0, 1):
         ib = fake_ib_sysfs(tmp_path / f"ib-{rank}")
         rc, out = run_internode(
