@@ -124,13 +124,15 @@ def hwtest_script(root: str) -> str:
 #   exit: the installer's, or 1 if a test failed. --pytorch-builder DIR first runs the pytorch phase alone at
 #   the root DIR and publishes the environment (a store builder's part), so the install restores it elsewhere.
 #   With node/ (nodeProfile=supported), --node-only skips the builder: the node stages from the store as it is.
-#   HWTEST_TEST_TIMEOUT_S bounds each DeepEP test (default 900 s).
+#   HWTEST_TEST_TIMEOUT_S bounds each DeepEP test (default 900 s). --collect DIR: at exit, the status files, the
+#   installer's own log lines, the env file and the tests' logs and parser summaries are copied into DIR.
 set -uo pipefail
 HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
-root={shlex.quote(root)} store="" tests=1 builder="" node_only=0
+root={shlex.quote(root)} store="" tests=1 builder="" node_only=0 collect=""
 while (($#)); do
   case $1 in
     --store) store=$2 && shift ;;
+    --collect) collect=$2 && shift ;;
     --root) root=$2 && shift ;;
     --pytorch-builder) builder=$2 && shift ;;
     --no-tests) tests=0 ;;
@@ -145,6 +147,23 @@ if [[ -z $store ]]; then
 fi
 mkdir -p "$store"
 store="$(cd "$store" && pwd -P)"
+# shellcheck disable=SC2329  # run by the EXIT trap
+collect_files() {{
+  [[ -n $collect ]] || return 0
+  mkdir -p "$collect"
+  local f
+  [[ -f $HERE/builder/status.json ]] && cp "$HERE/builder/status.json" "$collect/builder.status.json"
+  grep -h '^\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
+  grep -h '^\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
+  [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
+  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
+    logs/test_intranode.log logs/test_low_latency.log unified-env.sh; do
+    [[ -f $root/$f ]] && cp "$root/$f" "$collect/"
+  done
+  [[ -f $root/nvshmem/.build-checks ]] && cp "$root/nvshmem/.build-checks" "$collect/nvshmem.build-checks"
+  return 0
+}}
+trap collect_files EXIT
 export DEEPEP_STORE_URL="$store" DEEPEP_INSTALL_ROOT="$root"
 if [[ -n $builder ]]; then
   (
@@ -171,9 +190,11 @@ if ((!node_only)); then
   echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
 fi
 if ((rc == 0)) && [[ -d $HERE/node ]]; then
-  # A fresh node: nothing at the root but what stage takes from the store.
-  rm -rf "$HERE/builder" && mkdir -p "$HERE/builder"
-  cp -r "$root/state/status.json" "$root/logs" "$HERE/builder/" 2>/dev/null || true
+  # A fresh node: nothing at the root but what stage takes from the store (the builder's record kept aside).
+  if ((!node_only)); then
+    rm -rf "$HERE/builder" && mkdir -p "$HERE/builder"
+    cp -r "$root/state/status.json" "$root/logs" "$HERE/builder/" 2>/dev/null || true
+  fi
   rm -rf "$root"
   t0=$SECONDS
   bash "$HERE/node/run.sh"

@@ -51,8 +51,17 @@ def _machine(tmp: Path, low_latency: str) -> tuple[Path, Path, dict[str, str]]:
 @pytest.mark.skipif(any(Path("/sys/class/infiniband").glob("*")), reason="this machine has RDMA devices")
 def test_the_no_nic_machines_low_latency_run_passes_and_a_cpu_fallback_would_not(tmp_path: Path) -> None:
     out, root, env = _machine(tmp_path, (FIX / "low_latency_h200x2.log").read_text())
+    collected = tmp_path / "collected"
     proc = subprocess.run(
-        ["bash", str(out / "hwtest.sh"), "--store", str(tmp_path / "store"), "--node-only"],
+        [
+            "bash",
+            str(out / "hwtest.sh"),
+            "--store",
+            str(tmp_path / "store"),
+            "--node-only",
+            "--collect",
+            str(collected),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -68,6 +77,15 @@ def test_the_no_nic_machines_low_latency_run_passes_and_a_cpu_fallback_would_not
     ]
     summary = json.loads((root / "state/test_low_latency.json").read_text())
     assert summary["status"] == "passed" and {c["status"] for c in summary["checks"]} == {"n/a"}
+    # --collect: what the run leaves to commit as fixtures, copied out at exit.
+    assert {p.name for p in collected.iterdir()} >= {
+        "tests.txt",
+        "test_intranode.json",
+        "test_low_latency.json",
+        "test_intranode.log",
+        "test_low_latency.log",
+        "unified-env.sh",
+    }
     # The same machine, but NVSHMEM took the CPU-assisted handler: the parser fails it even here.
     cpu = "/src/modules/transport/ibgda/ibgda.cpp 4871 NIC handler will be CPU with host memory backend.\n"
     out, root, env = _machine(tmp_path / "cpu", cpu + (FIX / "low_latency_h200x2.log").read_text())

@@ -122,8 +122,10 @@ from_source() {
   with_artifact "$R/nvshmem" build_source
   local f major info
   major="$(cat "$R/nvshmem/.transport-major" 2>/dev/null)" || die "$R/nvshmem has no .transport-major: an incomplete build"
-  grep -qx dmabuf_umem=1 "$R/nvshmem/$BUILD_CHECKS" 2>/dev/null && grep -Eqx 'ah_attr=(upstream|patched)' "$R/nvshmem/$BUILD_CHECKS" ||
+  if ! grep -qx dmabuf_umem=1 "$R/nvshmem/$BUILD_CHECKS" 2>/dev/null ||
+    ! grep -Eqx 'ah_attr=(upstream|patched)' "$R/nvshmem/$BUILD_CHECKS"; then
     die "$R/nvshmem/$BUILD_CHECKS does not record dma-buf UMEM support and the ah_attr fix: a build that skipped them"
+  fi
   for f in lib/libnvshmem_host.so "lib/nvshmem_transport_ibgda.so.$major" bin/nvshmem-info; do
     [[ -e $R/nvshmem/$f ]] || die "NVSHMEM built but $R/nvshmem/$f is missing"
   done
