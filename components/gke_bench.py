@@ -115,7 +115,8 @@ def node_paths_default() -> dict[str, str]:
 
 
 # nodeProfile=supported, RDMA tests: no gdrdrv module can load on COS or the accelerator image, and NVSHMEM's INFO
-# lines name the IBGDA path it took (GPU handler or CPU-assisted), which the runner records (troubleshooting T09).
+# lines name the IBGDA path it took (GPU handler or CPU-assisted); a CPU or host-memory fallback fails the test
+# (scripts/bench/parse_records.py degraded_ibgda; troubleshooting T09).
 STAGED_RDMA_ENV = {"NVSHMEM_DISABLE_GDRCOPY": "1", "NVSHMEM_DEBUG": "INFO"}
 
 
