@@ -153,8 +153,8 @@ collect_files() {{
   mkdir -p "$collect"
   local f
   [[ -f $HERE/builder/status.json ]] && cp "$HERE/builder/status.json" "$collect/builder.status.json"
-  grep -h '^\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
-  grep -h '^\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
+  grep -h '^\\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
+  grep -h '^\\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
   [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
   for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
     logs/test_intranode.log logs/test_low_latency.log unified-env.sh; do
