@@ -30,7 +30,7 @@ BenchmarkJobs
     (completions = parallelism = node count, headless Service + `subdomain`, RANK = completion index,
     WORLD_SIZE = node count, MASTER_ADDR = pod 0's DNS name). Only the tests in `benchmarks` are
     created. Pod networking per `podNetworking`: `hostNetwork`, or the multi-network annotations
-    (eth1 the second gVNIC, eth2..eth9 the eight RDMA Networks in NIC order). Every Job depends on the
+    (eth0 the pod network, eth2..eth9 the eight RDMA Networks in NIC order, as Google's A4 pods). Every Job depends on the
     DaemonSet (created after every node is installed), on the gIB DaemonSet (every node has the plugin)
     and on the multi-network objects (destroyed after
     the Jobs), carries `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot

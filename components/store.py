@@ -1,7 +1,8 @@
 """The artifact store in the cloud (docs/store.md): the nodes' access to it, and the bucket itself.
 
-`StoreAccess` (every benchmark stack with `artifactStore`): the node service account may read objects
-under the store's prefix, nothing else; only a stack with `artifactStorePublish` lets it create objects too
+`StoreAccess` (every benchmark stack with `artifactStore`): the reader may read objects under the store's
+prefix, nothing else. The reader is the node service account, or on GKE's supported profile the staging pod's
+own Workload Identity principal (components/gke_stage_access.py); only a stack with `artifactStorePublish` lets it create objects too
 (the sources it downloads). The store's writer is `deepep-a4 store build`, on the user's credentials: a
 node's account is reachable from its privileged pods, so nodes that could write would decide what later
 nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a bucket shared
@@ -49,7 +50,8 @@ def prefix_condition(bucket: str, prefix: str) -> str:
 @dataclass(frozen=True)
 class StoreAccessArgs:
     store_url: str
-    member: pulumi.Input[str]  # serviceAccount:EMAIL of the nodes
+    # Who reads: serviceAccount:EMAIL of the nodes, or the staging pod's Workload Identity principal (GKE supported)
+    member: pulumi.Input[str]
     publish: bool  # nodes may create objects (otherwise read only)
     project: str  # the stack's project: a store bucket elsewhere needs its owner's IAM policy
 
