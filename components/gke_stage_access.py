@@ -62,8 +62,8 @@ def stack_ranges(cfg: StackConfig) -> list[str]:
 
 def internet_except(cfg: StackConfig) -> list[str]:
     """What the 443 rule leaves out: the non-internet ranges, and the stack's own ranges outside them."""
-    blocked = [ipaddress.ip_network(c) for c in NOT_INTERNET]
-    extra = [c for c in stack_ranges(cfg) if not any(ipaddress.ip_network(c).subnet_of(b) for b in blocked)]
+    blocked = [ipaddress.IPv4Network(c) for c in NOT_INTERNET]
+    extra = [c for c in stack_ranges(cfg) if not any(ipaddress.IPv4Network(c).subnet_of(b) for b in blocked)]
     return [*NOT_INTERNET, *sorted(set(extra))]
 
 
@@ -82,7 +82,9 @@ def egress_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     ]
 
 
-def egress_policy(parent: pulumi.Resource, name: str, cfg: StackConfig, namespace: Any) -> k8s.networking.v1.NetworkPolicy:
+def egress_policy(
+    parent: pulumi.Resource, name: str, cfg: StackConfig, namespace: Any
+) -> k8s.networking.v1.NetworkPolicy:
     """The staging pod's egress; the installer's no-ingress policy (gke_objects) still denies the rest."""
     return k8s.networking.v1.NetworkPolicy(
         f"{name}-egress",

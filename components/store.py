@@ -2,11 +2,11 @@
 
 `StoreAccess` (every benchmark stack with `artifactStore`): the reader may read objects under the store's
 prefix, nothing else. The reader is the node service account, or on GKE's supported profile the staging pod's
-own Workload Identity principal (components/gke_stage_access.py); only a stack with `artifactStorePublish` lets it create objects too
-(the sources it downloads). The store's writer is `deepep-a4 store build`, on the user's credentials: a
-node's account is reachable from its privileged pods, so nodes that could write would decide what later
-nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a bucket shared
-with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
+own Workload Identity principal (components/gke_stage_access.py); only a stack with `artifactStorePublish`
+lets it create objects too (the sources it downloads). The store's writer is `deepep-a4 store build`, on the
+user's credentials: a node's account is reachable from its privileged pods, so nodes that could write would
+decide what later nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a
+bucket shared with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
 storage.objects.delete), which with create-only requests makes every object write-once.
 Before it grants anything, it reads the bucket (`check_store_bucket`): a store the nodes could never read
 stops the deployment with one line instead of failing on the grant or, worse, on every node's install.
