@@ -167,6 +167,18 @@ def test_each_pod_reaches_what_it_needs(multi: Plan) -> None:
     assert missing(multi.policies, world(multi)) == []
 
 
+def test_the_world_model_matches_the_cluster(multi: Plan) -> None:
+    """The endpoints above hold for this cluster: kube-dns answers DNS (no Cloud DNS, no NodeLocal DNSCache,
+    which would move the resolver to 169.254.169.254:53 or 169.254.20.10), Dataplane V2 enforces the
+    policies and resolves Service addresses to their endpoints before policy (Cilium's socket load balancer),
+    the control plane's private endpoint is in masterCidr."""
+    cluster = next(r["inputs"] for r in multi.result.resources if r["type"] == "gcp:container/cluster:Cluster")
+    assert cluster["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert not cluster.get("dnsConfig")
+    assert not ((cluster.get("addonsConfig") or {}).get("dnsCacheConfig") or {}).get("enabled")
+    assert cluster["privateClusterConfig"]["masterIpv4CidrBlock"] == multi.cfg.network.master_cidr
+
+
 def test_nothing_else_is_open(multi: Plan) -> None:
     w = world(multi)
     opened = [
