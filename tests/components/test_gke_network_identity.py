@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import re
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,19 @@ def test_the_identity_rules_follow_gke() -> None:
     assert (
         gid.google_identity(c, "wi", "ns", {"serviceAccountName": "a"}) == "serviceAccount:g@p.iam.gserviceaccount.com"
     )
+
+
+def test_host_install_reads_the_store_as_the_node_because_it_fetches_from_the_hosts_network() -> None:
+    """`host-install` (gke-b200-ubuntu): the installer runs in the host's network namespace (nsenter --net), so
+    GKE's metadata server answers it as the node (host-network traffic gets the node's account, as above): the
+    grant names the node account, and the installer gets no egress policy (it sends nothing on the pod network)."""
+    result = plan("gke-b200-ubuntu", **USER)
+    init = (ROOT / "scripts/gke/installer-init.sh").read_text()
+    assert re.search(r"^nsenter --target 1 [^\n]*--net", init, re.M)
+    members = {
+        r["inputs"]["member"] for r in result.resources if r["type"] == "gcp:storage/bucketIAMMember:BucketIAMMember"
+    }
+    pool = next(r for r in result.resources if r["type"] == "gcp:container/nodePool:NodePool" and r["name"] == "gke-a4")
+    assert members == {f"serviceAccount:{pool['inputs']['nodeConfig']['serviceAccount']}"}
+    names_ = {o["metadata"].get("name") for o in map(yaml.safe_load, kubernetes_manifests(result.resources).values())}
+    assert "deepep-installer-egress" not in names_ and "deepep-installer-no-ingress" in names_
