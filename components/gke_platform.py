@@ -49,8 +49,14 @@ def build_gke_platform(
     # Who reads the store: the staging pod's own Workload Identity principal where it stages on the pod
     # network (nodeProfile supported, gke_stage_access.py); the node's account where the installer runs in
     # the host's namespaces (host-install).
-    reader = staging_principal(cfg, gcp_provider_of(gcp_opts)) if cfg.staged else nodes_sa.account.member
-    store_grants = store_access(cfg, reader, gcp_opts)
+    if cfg.staged:
+        # The principal's pool (PROJECT.svc.id.goog) exists once a cluster of the project enables Workload
+        # Identity: the grant comes after the cluster.
+        reader = staging_principal(cfg, gcp_provider_of(gcp_opts))
+        grant_opts = pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[gke.cluster]))
+    else:
+        reader, grant_opts = nodes_sa.account.member, gcp_opts
+    store_grants = store_access(cfg, reader, grant_opts)
     a4 = A4NodePool(
         "gke-a4",
         A4NodePoolArgs(cfg, gke.cluster, nodes_sa, network.additional_networks),

@@ -26,6 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config import StackConfig
+from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
 CREATE_ROLE = "roles/storage.objectCreator"
@@ -106,7 +107,8 @@ class StoreAccess(pulumi.ComponentResource):
         super().__init__("deepep-a4:store:StoreAccess", name, None, opts)
         check_store_bucket(args.store_url, args.project, self)
         bucket, prefix = split_store_url(args.store_url)
-        child = pulumi.ResourceOptions(parent=self)
+        # What the component waits for (the cluster, for a Workload Identity reader), its grants wait for.
+        child = pulumi.ResourceOptions(parent=self, depends_on=depends_of(opts))
         roles = [READ_ROLE, CREATE_ROLE] if args.publish else [READ_ROLE]
         self.grants = [
             gcp.storage.BucketIAMMember(

@@ -259,6 +259,11 @@ def test_each_pod_gets_the_identity_gke_gives_it_and_only_the_staging_pod_reads_
     assert not gid.may(grants, staging, "storage.objects.create", BUCKET, inside)  # artifactStorePublish is off
     # Nothing more: no other member holds a store grant, the node account included.
     assert {g["member"] for g in grants} == {staging}
+    # The pool the principal names exists once the cluster enables Workload Identity: the grants wait for it.
+    cluster = next(r["name"] for r in multi.result.resources if r["type"] == "gcp:container/cluster:Cluster")
+    for r in multi.result.resources:
+        if r["type"] == "gcp:storage/bucketIAMMember:BucketIAMMember":
+            assert cluster in r["dependsOn"], r["name"]
     for name in ("nccl-gib-installer", "deepep-internode", "deepep-intranode"):
         assert not gid.may(grants, who[name], "storage.objects.get", BUCKET, inside), name
 
