@@ -197,6 +197,16 @@ def test_nothing_else_is_open(multi: Plan) -> None:
     assert ingress_allowed(multi.policies, peer, peer.ip, w["pods"]["internode"], names.MASTER_PORT)
 
 
+def test_the_one_known_width_is_internet_443_for_the_staging_pod(multi: Plan) -> None:
+    """NetworkPolicy matches addresses, not names (GKE's FQDN policies are a separate, paid feature), and
+    storage.googleapis.com's addresses are Google's public ones: any internet address on TCP 443 is open to
+    the staging pod, and to no other pod. Said here so that a narrower design has to change this test."""
+    w = world(multi)
+    anywhere = Endpoint("203.0.113.7", 443, what="an internet address :443")
+    assert connects(multi.policies, w["pods"]["staging"], anywhere)
+    assert [n for n, pod in w["pods"].items() if connects(multi.policies, pod, anywhere)] == ["staging"]
+
+
 def test_removing_any_rule_breaks_a_needed_endpoint(multi: Plan) -> None:
     w = world(multi)
     for i, policy in enumerate(multi.policies):
