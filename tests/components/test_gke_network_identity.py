@@ -198,7 +198,7 @@ def test_nothing_else_is_open(multi: Plan) -> None:
 
 
 def test_the_one_known_width_is_internet_443_for_the_staging_pod(multi: Plan) -> None:
-    """NetworkPolicy matches addresses, not names (GKE's FQDN policies are a separate, paid feature), and
+    """NetworkPolicy matches addresses, not names (GKE's FQDNNetworkPolicy is a separate feature, not enabled here), and
     storage.googleapis.com's addresses are Google's public ones: any internet address on TCP 443 is open to
     the staging pod, and to no other pod. Said here so that a narrower design has to change this test."""
     w = world(multi)
