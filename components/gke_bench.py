@@ -72,11 +72,10 @@ def default_network_names(cfg: StackConfig) -> list[str]:
 
 
 def interfaces_annotation(cfg: StackConfig, rdma_network_names: Sequence[str]) -> str:
-    """GKE's A4 layout: eth0 the pod network, eth1 the second gVNIC, eth2..eth9 the RDMA NICs in order."""
-    ifaces = [
-        {"interfaceName": "eth0", "network": "default"},
-        {"interfaceName": "eth1", "network": cfg.name("gvnic-1")},
-    ]
+    """Google's A4 pods: eth0 the pod network, eth2..eth9 the RDMA NICs in order, and not the second gVNIC
+    (container-engine-accelerators gpudirect-rdma/nccl-test-a4.yaml attaches eth0 and rdma-0..7 only): the
+    runner's sockets use eth0 (NCCL_SOCKET_IFNAME), so an eth1 would only hold a gVNIC the pod never uses."""
+    ifaces = [{"interfaceName": "eth0", "network": "default"}]
     ifaces += [{"interfaceName": f"eth{i + 2}", "network": n} for i, n in enumerate(rdma_network_names)]
     return json.dumps(ifaces)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import artifacts, gke_stage, installer, pins
+from components import artifacts, gke_stage, gke_stage_access, installer, pins
 from components import gke_pod_security as security
 from components.config import StackConfig
 from components.gke_node_policy import InstallerNodePolicy
@@ -172,6 +172,9 @@ class InstallerDaemonSet(pulumi.ComponentResource):
         self.node_policy = InstallerNodePolicy(f"{name}-own-node", pulumi.ResourceOptions(parent=self))
         # The installer serves nothing: no ingress at all.
         self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
+        if staged:
+            # The staging pod fetches on the pod network: DNS, the metadata server, Cloud Storage, the API server.
+            self.egress_policy = gke_stage_access.egress_policy(self, name, cfg, namespace)
         items = [{"key": configmap_key(p), "path": p, "mode": 0o755} for p in sorted(files)]
         env = init_env(self.versions_hash, staged)
         pod_labels = {**INSTALLER_LABELS}

@@ -108,7 +108,8 @@ def no_ingress_policy(
     parent: pulumi.Resource, name: str, app: str, namespace: Any, labels: dict[str, str]
 ) -> k8s.networking.v1.NetworkPolicy:
     """A NetworkPolicy that admits no connection to or from the pods of `app` on the pod network: for pods that
-    serve nothing and fetch nothing (what the installer does on the host, it does in the host's namespaces)."""
+    serve nothing and fetch nothing (what the installer does on the host, it does in the host's namespaces).
+    Policies add up: the supported profile's staging pod gets its egress from a second one (gke_stage_access)."""
     return k8s.networking.v1.NetworkPolicy(
         f"{name}-no-ingress",
         metadata={"name": f"{app}-no-ingress", "namespace": namespace, "labels": labels},

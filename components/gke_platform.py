@@ -25,6 +25,7 @@ from components.gke_nodepool import (
     SystemNodePoolArgs,
 )
 from components.gke_rendezvous import RendezvousFirewall
+from components.gke_stage_access import staging_principal
 from components.network import A4Network
 from components.store import store_access
 
@@ -45,7 +46,17 @@ def build_gke_platform(
     system_sa = NodeServiceAccount("gke-system-nodes", NodeServiceAccountArgs.system(cfg), gcp_opts)
     gke = GkeCluster("gke", GkeClusterArgs(cfg, network, nodes_sa), gcp_opts)
     system = SystemNodePool("gke-system", SystemNodePoolArgs(cfg, gke.cluster, system_sa), gcp_opts)
-    store_grants = store_access(cfg, nodes_sa.account.member, gcp_opts)
+    # Who reads the store: the staging pod's own Workload Identity principal where it stages on the pod
+    # network (nodeProfile supported, gke_stage_access.py); the node's account where the installer runs in
+    # the host's namespaces (host-install).
+    if cfg.staged:
+        # The principal's pool (PROJECT.svc.id.goog) exists once a cluster of the project enables Workload
+        # Identity: the grant comes after the cluster.
+        reader = staging_principal(cfg, gcp_provider_of(gcp_opts))
+        grant_opts = pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[gke.cluster]))
+    else:
+        reader, grant_opts = nodes_sa.account.member, gcp_opts
+    store_grants = store_access(cfg, reader, grant_opts)
     a4 = A4NodePool(
         "gke-a4",
         A4NodePoolArgs(cfg, gke.cluster, nodes_sa, network.additional_networks),

@@ -3,11 +3,14 @@
 On COS there is nothing to install on the host: GKE's driver installer loads the driver (gpu-driver-version
 DEFAULT or LATEST), the in-kernel mlx5 driver serves the RDMA NICs, and COS has no package manager, no Python
 and no rdma-core for an installer to use (cloud.google.com/container-optimized-os/docs/concepts/
-disks-and-filesystem: the root file system is read-only, /home and /var are noexec apart from
-/home/kubernetes/bin, where GKE's own installers put the driver and the gIB plugin). So the installer's
+disks-and-filesystem: the root file system is read-only, /home and /var are noexec; /home/kubernetes/bin is
+exec only because the node bootstrap remounts it so, kubernetes cluster/gce/gci/node.yaml
+kube-node-installation.service: `mount --bind` onto itself, then `mount -o remount,exec`; GKE's own
+installers put the driver and the gIB plugin there). So the installer's
 init container runs `stage` and `verify-staged` in its own image, writing only the staged root
 (scripts/names.py STAGED_ROOTS, mounted at the same path) and reading the driver's folder; it runs as root
-with file capabilities only, like the gIB installer (gke_gib.py), and requests no GPU.
+with file capabilities only, like the gIB installer (gke_gib.py), and requests no GPU. It stays on the pod
+network: its egress and its Google identity (a Workload Identity principal) are gke_stage_access.py's.
 """
 
 from __future__ import annotations

@@ -25,17 +25,16 @@ GibInstaller (with `ncclGib`, the default)
     `/home/kubernetes/bin/gib` on every A4 node, never beside the driver's libraries; Ready once copied.
 
 BenchmarkJobs
-    The runner (scripts/bench/, as scripts/payload.py lists it) in a ConfigMap; an intranode and a
-    low-latency Job (one pod, one node, 8 GPUs) and the internode test as an **Indexed Job**
-    (completions = parallelism = node count, headless Service + `subdomain`, RANK = completion index,
-    WORLD_SIZE = node count, MASTER_ADDR = pod 0's DNS name). Only the tests in `benchmarks` are
-    created. Pod networking per `podNetworking`: `hostNetwork`, or the multi-network annotations
-    (eth1 the second gVNIC, eth2..eth9 the eight RDMA Networks in NIC order). Every Job depends on the
-    DaemonSet (created after every node is installed), on the gIB DaemonSet (every node has the plugin)
-    and on the multi-network objects (destroyed after
-    the Jobs), carries `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot
-    preemption in its podFailurePolicy (DisruptionTarget), fails at once on the runner's usage error
-    (exit 2), and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
+    The runner (scripts/bench/, as scripts/payload.py lists it) in a ConfigMap; an intranode and a low-latency
+    Job (one pod, one node, 8 GPUs) and the internode test as an **Indexed Job** (completions = parallelism =
+    node count, headless Service + `subdomain`, RANK = completion index, WORLD_SIZE = node count, MASTER_ADDR
+    = pod 0's DNS name). Only the tests in `benchmarks` are created. Pod networking per `podNetworking`:
+    `hostNetwork`, or the multi-network annotations (eth0 the pod network, eth2..eth9 the eight RDMA Networks
+    in NIC order, as Google's A4 pods). Every Job depends on the DaemonSet (created after every node is
+    installed), on the gIB DaemonSet (every node has the plugin) and on the multi-network objects (destroyed
+    after the Jobs), carries `pulumi.com/skipAwait` (Pulumi does not wait for the benchmark), ignores spot
+    preemption in its podFailurePolicy (DisruptionTarget), fails at once on the runner's usage error (exit 2),
+    and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
 
 Benchmark pod privileges: decided in gke_pod_security.py (with the default `podNetworking: hostNetwork` the
 RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged

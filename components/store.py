@@ -1,11 +1,12 @@
 """The artifact store in the cloud (docs/store.md): the nodes' access to it, and the bucket itself.
 
-`StoreAccess` (every benchmark stack with `artifactStore`): the node service account may read objects
-under the store's prefix, nothing else; only a stack with `artifactStorePublish` lets it create objects too
-(the sources it downloads). The store's writer is `deepep-a4 store build`, on the user's credentials: a
-node's account is reachable from its privileged pods, so nodes that could write would decide what later
-nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a bucket shared
-with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
+`StoreAccess` (every benchmark stack with `artifactStore`): the reader may read objects under the store's
+prefix, nothing else. The reader is the node service account, or on GKE's supported profile the staging pod's
+own Workload Identity principal (components/gke_stage_access.py); only a stack with `artifactStorePublish`
+lets it create objects too (the sources it downloads). The store's writer is `deepep-a4 store build`, on the
+user's credentials: a node's account is reachable from its privileged pods, so nodes that could write would
+decide what later nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a
+bucket shared with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
 storage.objects.delete), which with create-only requests makes every object write-once.
 Before it grants anything, it reads the bucket (`check_store_bucket`): a store the nodes could never read
 stops the deployment with one line instead of failing on the grant or, worse, on every node's install.
@@ -25,6 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config import StackConfig
+from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
 CREATE_ROLE = "roles/storage.objectCreator"
@@ -49,7 +51,8 @@ def prefix_condition(bucket: str, prefix: str) -> str:
 @dataclass(frozen=True)
 class StoreAccessArgs:
     store_url: str
-    member: pulumi.Input[str]  # serviceAccount:EMAIL of the nodes
+    # Who reads: serviceAccount:EMAIL of the nodes, or the staging pod's Workload Identity principal (GKE supported)
+    member: pulumi.Input[str]
     publish: bool  # nodes may create objects (otherwise read only)
     project: str  # the stack's project: a store bucket elsewhere needs its owner's IAM policy
 
@@ -104,7 +107,8 @@ class StoreAccess(pulumi.ComponentResource):
         super().__init__("deepep-a4:store:StoreAccess", name, None, opts)
         check_store_bucket(args.store_url, args.project, self)
         bucket, prefix = split_store_url(args.store_url)
-        child = pulumi.ResourceOptions(parent=self)
+        # What the component waits for (the cluster, for a Workload Identity reader), its grants wait for.
+        child = pulumi.ResourceOptions(parent=self, depends_on=depends_of(opts))
         roles = [READ_ROLE, CREATE_ROLE] if args.publish else [READ_ROLE]
         self.grants = [
             gcp.storage.BucketIAMMember(

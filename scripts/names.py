@@ -15,10 +15,11 @@ PROJECT = "deepep-a4"
 GKE_HOST_NVIDIA = "/home/kubernetes/bin/nvidia"
 GKE_PLUGIN_NVIDIA = "/usr/local/nvidia"
 INSTALL_ROOTS = {"gke": f"{GKE_HOST_NVIDIA}/deepep", "gce": "/opt/deepep"}
-# The supported profile stages the user space here. On COS /home and /var are noexec except
-# /home/kubernetes/bin, where GKE's own installers put binaries (the driver under .../nvidia, gIB under .../gib):
-# cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem. Pods mount it at the same path,
-# so RPATHs and libibverbs' absolute provider paths hold in both.
+# The supported profile stages the user space here. On COS /home and /var are noexec
+# (cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem); /home/kubernetes/bin is exec
+# because the node bootstrap bind-mounts it onto itself and remounts it exec (kubernetes cluster/gce/gci/node.yaml,
+# kube-node-installation.service), and GKE's own installers put binaries there (the driver under .../nvidia, gIB
+# under .../gib). Pods mount it at the same path, so RPATHs and libibverbs' absolute provider paths hold in both.
 STAGED_ROOTS = {"gke": "/home/kubernetes/bin/deepep", "gce": "/opt/deepep"}
 
 

@@ -36,3 +36,20 @@ printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" |
     "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \
     -d "$patch" >/dev/null
 echo "deepep-a4: node $NODE_NAME staged and labelled $INSTALLED_LABEL=$VERSIONS_HASH"
+# GKE's multi-network resources this node advertises (networking.gke.io.networks/<network> and <network>.IP,
+# which GKE requests for every network a pod names): a pod asking for one the node lacks stays Pending
+# (docs/troubleshooting.md T27). Recorded in node.json and the log; a failed read changes nothing.
+advertised_networks() { # the node's JSON on stdin -> "network=quantity ..." of its networking.gke.io.networks/*
+  tr -d '\n' | grep -o '"networking\.gke\.io\.networks/[^"]*"[[:space:]]*:[[:space:]]*"[^"]*"' |
+    sed -E 's|^"networking\.gke\.io\.networks/([^"]*)"[[:space:]]*:[[:space:]]*"([^"]*)"$|\1=\2|' |
+    tr -cd 'A-Za-z0-9._=\n-' | sort -u | tr '\n' ' ' || true
+}
+node_json=$(printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" |
+  curl -sS --fail --max-time 30 --cacert "$sa/ca.crt" -H @- \
+    "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME") || node_json=""
+nets=$(advertised_networks <<<"$node_json")
+nets=${nets% }
+if [ -f "$STATE_DIR/node.json" ]; then
+  sed -i -E '$ s/\}[[:space:]]*$/, "advertisedNetworks": "'"$nets"'"}/' "$STATE_DIR/node.json" || true
+fi
+echo "deepep-a4: node $NODE_NAME advertises multi-network resources: ${nets:-none}"

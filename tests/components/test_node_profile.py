@@ -42,7 +42,8 @@ def test_gke_b200_plans_a_cos_pool_with_gkes_driver_and_multi_network_pods() -> 
     for name in ("deepep-internode", "deepep-low-latency"):
         annotations = jobs[name]["spec"]["template"]["metadata"]["annotations"]
         nets = json.loads(annotations["networking.gke.io/interfaces"])
-        assert [n["interfaceName"] for n in nets] == [f"eth{i}" for i in range(10)]
+        # eth0 and the eight RDMA NICs as eth2..eth9, as Google's A4 pods (gpudirect-rdma/nccl-test-a4.yaml)
+        assert [n["interfaceName"] for n in nets] == ["eth0", *(f"eth{i}" for i in range(2, 10))]
         assert not jobs[name]["spec"]["template"]["spec"].get("hostNetwork")
 
 
