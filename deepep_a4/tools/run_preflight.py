@@ -116,7 +116,8 @@ def secrets_problem(name: str, backend_url: str, env: Mapping[str, str], root: P
         return None
     phrase_file = env.get("PULUMI_CONFIG_PASSPHRASE_FILE", "")
     if phrase_file:
-        if Path(phrase_file).expanduser().is_file():
+        # readPassphrase: filepath.Abs (no ~ expansion), from the CLI's folder, the workspace's work_dir.
+        if (root / phrase_file).is_file():
             return None
         return f"PULUMI_CONFIG_PASSPHRASE_FILE={phrase_file} is not a readable file: {SECRETS_FIX}"
     return (
