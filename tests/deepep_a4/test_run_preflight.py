@@ -200,3 +200,15 @@ def test_a_clean_preview_is_followed_by_up(cli: Cli, monkeypatch: pytest.MonkeyP
     assert commands.index("preview") < commands.index("up")
     assert commands.index("version") == 0 and commands.index("whoami") < commands.index("stack select")
     assert rc == rb.EXIT_PASS, said
+
+
+def test_the_pinned_sdk_previews_with_policy_packs_and_the_pack_is_the_one_run_enforces() -> None:
+    """pulumi==3.272.0 (pyproject.toml): Stack.preview and Stack.up take `policy_packs`, passed as
+    `--policy-pack PATH` (automation/_stack.py _parse_extra_args)."""
+    import inspect
+
+    from pulumi import automation as auto
+
+    assert "policy_packs" in inspect.signature(auto.Stack.preview).parameters
+    assert "policy_packs" in inspect.signature(auto.Stack.up).parameters
+    assert run_preflight.POLICY_PACK == run_platforms.POLICY_PACK == ROOT / "policy"
