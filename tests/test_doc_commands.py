@@ -142,3 +142,41 @@ def _steps(text: str) -> list[int]:
 def test_the_store_steps_come_in_order_before_pulumi_up(doc: str) -> None:
     steps = _steps((ROOT / doc).read_text())
     assert steps == sorted(steps), steps
+
+
+def pulumi_commands(doc: Path) -> list[list[str]]:
+    """Every `pulumi ...` line of the document's code blocks, comments dropped."""
+    out, inside = [], False
+    for line in doc.read_text().splitlines():
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        line = line.split(" #")[0].strip()
+        if inside and line.startswith("pulumi "):
+            out.append(shlex.split(line))
+    return out
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/deploy.md", "docs/store.md"])
+def test_the_pulumi_commands_name_real_subcommands_stacks_and_keys(doc: str) -> None:
+    """The Pulumi CLI cannot run here: its subcommands as `pulumi --help` lists them
+    (https://www.pulumi.com/docs/iac/cli/commands/), `-C DIR` its global "run as if started in DIR" flag, and
+    each `config set` key one the project (or the store's project) declares."""
+    import yaml
+
+    from components.config.keys import KEYS_BY_NAME
+
+    subcommands = {"login", "stack", "config", "up", "preview", "refresh", "destroy", "state"}
+    found = pulumi_commands(ROOT / doc)
+    assert found or doc == "docs/store.md"
+    for words in found:
+        project = ROOT
+        if words[1] == "-C":
+            project, words = ROOT / words[2], [words[0], *words[3:]]
+        assert words[1] in subcommands, words
+        if words[1:3] == ["config", "set"]:
+            key = words[3]
+            if project == ROOT:
+                assert key.startswith("deepep-a4:") and key.split(":", 1)[1] in KEYS_BY_NAME, key
+            else:
+                assert key in yaml.safe_load((project / "Pulumi.yaml").read_text())["config"], key
