@@ -175,5 +175,9 @@ def check(
         return [problem]
     problems = [p for p in [secrets_problem(name, cli.backend_url, env)] if p]
     if not destroy_only:
-        problems += [p for p in [policy_env_problem(pack), store_gate.unpinned_store(cfg)] if p]
+        try:
+            policy = policy_env_problem(pack)
+        except OSError as err:  # the link could not be made (a read-only checkout): say so, no traceback
+            policy = f"could not make the policy pack's environment {pack or POLICY_PACK}/venv: {err}"
+        problems += [p for p in [policy, store_gate.unpinned_store(cfg)] if p]
     return problems
