@@ -24,12 +24,17 @@ from components.deadline import stack_deadline  # noqa: E402
 from components.gce_platform import build_gce_platform  # noqa: E402
 from components.gke_platform import build_gke_platform  # noqa: E402
 from components.network import A4Network, A4NetworkArgs  # noqa: E402
+from components.store_gate import refuse_unpinned_up  # noqa: E402
 
 try:
     cfg = config.load()
 except config.ConfigError as err:
     # RunError prints the message alone: the user needs the keys, not a traceback.
     raise pulumi.RunError(str(err)) from None
+
+# No paid machine without a store: a real `up` of a supported-profile stack with no pinned manifest stops
+# here, before any resource; a preview and the offline plan only warn (components/store_gate.py).
+refuse_unpinned_up(cfg)
 
 # Fixed at the first `pulumi up`; after it, `pulumi up` is refused. Every gcp resource waits for that check
 # through the provider, so a refused run changes nothing (components/deadline.py).
@@ -49,7 +54,7 @@ network = A4Network("a4", A4NetworkArgs(cfg), gcp_opts)
 if cfg.platform == "gke":
     platform_outputs = build_gke_platform(cfg, network, gcp_opts, deadline)
 else:
-    platform_outputs = build_gce_platform(cfg, network, gcp_opts)
+    platform_outputs = build_gce_platform(cfg, network, gcp_opts, deadline)
 
 pulumi.export("platform", cfg.platform)
 pulumi.export("zone", cfg.zone)

@@ -110,10 +110,18 @@ class GceA4FleetArgs:
     service_account: gcp.serviceaccount.Account
     # Metadata every VM gets besides the startup script and its rank keys (bucket, run id, bench).
     common_metadata: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    # The stack's kept deadline (components/deadline.py; RFC 3339 UTC): every VM's terminationTime.
+    deadline: pulumi.Input[str] | None = None
 
 
-def scheduling(cfg: StackConfig) -> gcp.compute.InstanceSchedulingArgs:
-    """Scheduling of every VM from its provisioning model's row; the TTL (bill cap) applies to all models."""
+def scheduling(cfg: StackConfig, deadline: pulumi.Input[str] | None = None) -> gcp.compute.InstanceSchedulingArgs:
+    """Scheduling of every VM from its provisioning model's row; the TTL (bill cap) applies to all models.
+
+    `maxRunDuration` is a clock per VM that restarts when the VM is created again; `terminationTime` is the
+    stack's kept deadline itself, so a VM recreated after a preemption cannot outlive the bill cap. GCE
+    performs the instance termination action at either, whichever comes first, and takes either only with a
+    termination action (https://cloud.google.com/compute/docs/instances/limit-vm-runtime: "--termination-time"
+    with "--instance-termination-action", RFC 3339)."""
     model = provisioning.MODELS[cfg.provisioning]
     ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=cfg.ttl_seconds) if cfg.ttl_seconds else None
     # Only an instance with a termination action may carry a max run duration; spot, flex-start and
@@ -135,6 +143,7 @@ def scheduling(cfg: StackConfig) -> gcp.compute.InstanceSchedulingArgs:
         on_host_maintenance="TERMINATE",  # GPU VMs cannot live-migrate
         instance_termination_action=action,
         max_run_duration=ttl,
+        termination_time=deadline if ttl else None,
         on_instance_stop_action=discard,
     )
 
@@ -263,7 +272,7 @@ class GceA4Fleet(pulumi.ComponentResource):
                     network_interfaces=network_interfaces(
                         host, args.network.additional_networks, self.addresses[i].address
                     ),
-                    scheduling=scheduling(cfg),
+                    scheduling=scheduling(cfg, args.deadline),
                     reservation_affinity=reservation_affinity(cfg),
                     resource_policies=self.placement_policy.self_link if self.placement_policy else None,
                     shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
@@ -309,7 +318,13 @@ class GceA4Fleet(pulumi.ComponentResource):
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         digest = hashlib.sha256(f"{ref.project}/{ref.family}/{ref.name}".encode()).hexdigest()[:8]
-        kept = pulumi.Stash(f"{name}-image-{digest}", input=found.self_link, opts=pulumi.ResourceOptions(parent=self))
+        # ignore_changes: the input is the lookup's answer of today (unknown in a preview); without it every
+        # preview shows `~ update` although the kept `output` never changes.
+        kept = pulumi.Stash(
+            f"{name}-image-{digest}",
+            input=found.self_link,
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["input"]),
+        )
         return kept.output
 
     @property

@@ -9,6 +9,7 @@ import pulumi
 
 from components import artifacts, gce_bench, pins
 from components.config import StackConfig
+from components.deadline import StackDeadline
 from components.gce import (
     GceA4Fleet,
     GceA4FleetArgs,
@@ -32,8 +33,11 @@ def _fits(script: str) -> str:
     return script
 
 
-def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions) -> dict[str, Any]:
-    """Creates the GCE side of the stack and returns the stack outputs it adds."""
+def build_gce_platform(
+    cfg: StackConfig, network: A4Network, gcp_opts: pulumi.ResourceOptions, deadline: StackDeadline | None = None
+) -> dict[str, Any]:
+    """Creates the GCE side of the stack and returns the stack outputs it adds (`deadline`: every VM's
+    terminationTime)."""
     try:
         ips = host_ips(cfg)
     except ValueError as err:
@@ -62,7 +66,7 @@ def build_gce_platform(cfg: StackConfig, network: A4Network, gcp_opts: pulumi.Re
     }
     fleet = GceA4Fleet(
         "gce",
-        GceA4FleetArgs(cfg, network, node_script, sa, common),
+        GceA4FleetArgs(cfg, network, node_script, sa, common, deadline.at if deadline else None),
         # The VMs write results from their first boot and use the store: the grants come first.
         pulumi.ResourceOptions.merge(gcp_opts, pulumi.ResourceOptions(depends_on=[results.grant, *store_grants])),
     )

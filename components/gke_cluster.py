@@ -259,8 +259,15 @@ class GkeCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         self.get_credentials_command = get_credentials_command(args)
         # The only Kubernetes provider of the program (Pulumi.yaml disables the default one).
+        # delete_unreachable: once the cluster is gone (its deadline, a manual delete), `pulumi refresh` and
+        # `pulumi destroy` drop its objects from the state instead of failing on an unreachable API server
+        # (pulumi-kubernetes Provider deleteUnreachable: "delete resources associated with an unreachable
+        # Kubernetes cluster from Pulumi state").
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            delete_unreachable=True,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
         self.register_outputs(

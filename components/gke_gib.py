@@ -81,7 +81,8 @@ def pinned_image(name: str, parent: pulumi.Resource) -> pulumi.Output[str]:
     kept = pulumi.Stash(
         f"{name}-image-{GIB_VERSION.replace('.', '-')}",
         input=found.self_link,
-        opts=pulumi.ResourceOptions(parent=parent),
+        # The lookup's answer moves (and is unknown in a preview): only the first one counts, no `~ update`.
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["input"]),
     )
     return kept.output.apply(_checked_digest)
 

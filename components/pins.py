@@ -14,6 +14,10 @@ For a signing key the digest is the key file's sha256 (no fingerprint is publish
   replaces them changes no INSTALLER_HASH: the first `up` after this one replaces no node.
 - Resolved digests are cached per URL on the deployer's machine (`cache_file()`), so a later `up` there does
   not download again; a `versionOverrides` entry (URL and sha256) pins a download itself and nothing is fetched.
+- A later `up` never depends on the URL: the Stash's `output` is what it held at creation and an `up` never
+  changes it (pulumi's Stash: "output: the value saved in the state"; `input`: "the most recent value
+  passed"), so a failed download there is an input nobody reads (`UNRESOLVED`). Only a Stash created by this
+  `up` with that input, the first up, stops the run with the download's error.
 """
 
 from __future__ import annotations
@@ -156,26 +160,38 @@ def _fix(name: str, url: str) -> str:
     return "pin it with the store manifest (deepep-a4 store build, artifactStoreManifest)"
 
 
+# The Stash input of a download that failed at this `up`: read only where the Stash is new (the first up).
+UNRESOLVED = "unresolved: "
+
+
 def _resolve(name: str, url: str) -> str:
+    """The sha256 of `url`, or UNRESOLVED with the reason: a Stash that already holds a digest keeps it."""
     download = _MODE["download"]
     try:
         return cached_sha256(url, download if callable(download) else https_sha256)
-    except Exception as err:  # any failure is the same one line for the deployer
-        raise pulumi.RunError(
-            f"the sha256 of {name} could not be resolved at this `pulumi up`: downloading {url} failed ({err}); "
-            f"retry, or {_fix(name, url)}"
-        ) from None
+    except Exception as err:  # any failure is the same one line for the deployer, if it matters at all
+        return f"{UNRESOLVED}downloading {url} failed ({err})"
 
 
-def _kept(name: str, url: str, value: object) -> str:
+def _kept(name: str, url: str, value: object, urn: object = "") -> str:
     """The Stash's value as the installer takes it: a sha256, or the stand-in where nothing was resolved."""
     text = str(value)
     if SHA256_RE.match(text) or (text == installer.FIRST_UP_STAND_IN and _stand_ins_allowed()):
         return text
+    if text.startswith(UNRESOLVED):
+        raise pulumi.RunError(
+            f"the sha256 of {name} could not be resolved at this first `pulumi up`: {text[len(UNRESOLVED) :]}; "
+            f"once it answers, run `pulumi state delete '{urn}'` and `pulumi up` again, or {_fix(name, url)}"
+        )
     raise pulumi.RunError(
         f"the stack's state keeps {text!r} as the sha256 of {name} ({url}), not a digest: remove that Stash "
         f"(pulumi state delete) and run pulumi up again, or {_fix(name, url)}"
     )
+
+
+def offline_plan() -> bool:
+    """The offline plan (`offline()`): no engine, nothing created."""
+    return bool(_MODE["offline"])
 
 
 def _stand_ins_allowed() -> bool:
@@ -218,5 +234,5 @@ def resolved(cfg: StackConfig, parent: pulumi.Resource | None = None) -> pulumi.
             # The first answer is the pin: a later `up` (or a preview's stand-in) changes nothing.
             opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["input"]),
         )
-        kept[name] = stash.output.apply(lambda v, n=name, u=url: _kept(n, u, v))
+        kept[name] = pulumi.Output.all(stash.output, stash.urn).apply(lambda v, n=name, u=url: _kept(n, u, *v))
     return pulumi.Output.all(**kept)

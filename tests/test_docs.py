@@ -42,8 +42,13 @@ def deepep_commands(text: str) -> list[list[str]]:
 
 
 def help_of(sub: str) -> str:
+    """`deepep-a4 SUB --help`; SUB may be a group's command (`store build`)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "deepep_a4.cli", sub, "--help"], capture_output=True, text=True, check=False, cwd=ROOT
+        [sys.executable, "-m", "deepep_a4.cli", *sub.split(), "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, f"deepep-a4 {sub} is not a subcommand"
     return proc.stdout
@@ -55,9 +60,10 @@ def test_every_deepep_a4_command_in_the_docs_names_a_real_subcommand_and_flags()
     for doc in DOCS:
         for words in deepep_commands(doc.read_text()):
             seen += 1
-            if words[0] not in helps:  # one --help per subcommand (setdefault would run it for every command)
-                helps[words[0]] = help_of(words[0])
-            text = helps[words[0]]
+            sub = " ".join(words[: next((i for i, w in enumerate(words) if w.startswith("-")), len(words))])
+            if sub not in helps:  # one --help per subcommand (setdefault would run it for every command)
+                helps[sub] = help_of(sub)
+            text = helps[sub]
             for flag in (w.split("=")[0] for w in words[1:] if w.startswith("--")):
                 assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", text), f"{doc.name}: {flag} of deepep-a4 {words[0]}"
     assert seen

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from components.config.keys import KEYS
 from tests.conftest import PlanCommand
@@ -68,9 +69,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @functools.cache
-def help_of(sub: str) -> subprocess.CompletedProcess[str]:
-    """`deepep-a4 SUB --help`, run once per subcommand however many README commands name it."""
-    return run_cli(sub, "--help")
+def help_of(*sub: str) -> subprocess.CompletedProcess[str]:
+    """`deepep-a4 SUB [SUBSUB] --help`, run once per subcommand however many README commands name it."""
+    return run_cli(*sub, "--help")
 
 
 def test_every_command_is_one_the_tests_know_how_to_check() -> None:
@@ -80,8 +81,9 @@ def test_every_command_is_one_the_tests_know_how_to_check() -> None:
 
 @pytest.mark.parametrize("words", of_tool(DEEPEP), ids=lambda w: " ".join(w))
 def test_each_deepep_a4_command_names_a_real_subcommand_and_its_flags(words: list[str]) -> None:
-    sub = words[1]
-    proc = help_of(sub)
+    path = words[1 : next((i for i, w in enumerate(words) if i and w.startswith("-")), len(words))]
+    sub = " ".join(path)  # `store build`: a group's command
+    proc = help_of(*path)
     assert proc.returncode == 0, f"deepep-a4 {sub} is not a subcommand: {proc.stderr}"
     for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
         assert re.search(rf"(?<![\w-]){re.escape(flag)}\b", proc.stdout), f"{flag} is not a flag of deepep-a4 {sub}"
@@ -107,6 +109,16 @@ def test_pulumi_commands_use_real_subcommands_and_the_programs_keys() -> None:
     names = {k.name for k in KEYS}
     assert of_tool("pulumi")
     for words in of_tool("pulumi"):
+        if words[1] == "-C":  # `pulumi -C DIR`: "run pulumi as if it had been started in DIR" (a global flag)
+            project = ROOT / words[2]
+            words = [words[0], *words[3:]]
+            assert words[1] in PULUMI_SUBCOMMANDS, words
+            declared = yaml.safe_load((project / "Pulumi.yaml").read_text())["config"]
+            if words[1:3] == ["config", "set"]:
+                assert words[3] in declared, f"{words[3]} is not a key of {project.name}/Pulumi.yaml"
+            if "-s" in words:
+                assert (project / f"Pulumi.{words[words.index('-s') + 1]}.yaml").is_file(), words
+            continue
         assert words[1] in PULUMI_SUBCOMMANDS, words
         if words[1:3] == ["config", "set"]:
             key = words[3]

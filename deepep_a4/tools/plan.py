@@ -347,10 +347,14 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
     if not cfg.installer.store_url and cfg.staged:
         lines.append(
             "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
-            f"artifactStore and run {build} before `pulumi up`, or the node fails naming that command"
+            f"artifactStore and run {build} before `pulumi up`, which refuses the stack until then"
         )
     elif cfg.installer.store_url:
-        cold = "the nodes stage nothing until one is pinned" if cfg.staged else "every node builds cold (docs/store.md)"
+        cold = (
+            "the nodes stage nothing until one is pinned, and `pulumi up` is refused until then"
+            if cfg.staged
+            else "every node builds cold (docs/store.md)"
+        )
         lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
     if first_up := installer.first_up_names(cfg):
         lines.append(

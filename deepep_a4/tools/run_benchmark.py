@@ -5,6 +5,9 @@
 
 Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH):
 
+0. `check`    before anything is created: the Pulumi CLI's version, the passphrase a DIY backend needs, the
+              policy pack's environment and the store (deepep_a4/tools/run_preflight.py), then `pulumi preview`
+              with the policy pack: a mandatory violation stops the run before `up`;
 1. `up`       the stack, as `pulumi up -s STACK` would (its config comes from stacks/Pulumi.STACK.yaml);
 2. `install`  waits until the installer reports ready on every node (GKE: the installer DaemonSet's
               ready count; GCE: each VM's status.json in the results bucket), showing "nodes ready N/M";
@@ -18,7 +21,7 @@ Drives the stack through Pulumi's Automation API (the Pulumi CLI must be on PATH
 Ctrl-C or any failure stops the waiting, says what is still running and offers the destroy (--yes
 destroys without asking; without a terminal the stack is destroyed unless --keep). Exit status: 0 the
 report's gate passed, 1 it failed (or a benchmark failed), 2 bad arguments, 3 no Pulumi CLI, 4 the stack
-did not come up or a wait timed out, 5 the destroy failed, 130 interrupted.
+did not come up, its preview failed or a wait timed out, 5 the destroy failed, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.tools import (
     cost,
+    run_preflight,
 )
 from deepep_a4.tools import timeline as times
 from deepep_a4.tools.bringup_table import TableError, expected_bringup
@@ -81,6 +85,8 @@ class StackOps(Protocol):
     """The Automation API calls the run makes (a fake in tests)."""
 
     name: str
+
+    def preview(self, on_output: Callable[[str], Any]) -> None: ...
 
     def up(self, on_output: Callable[[str], Any]) -> None: ...
 
@@ -150,6 +156,13 @@ class BenchmarkRun:
         outputs: dict[str, Any] | None = None
         rc = EXIT_FAILED
         try:
+            self.enter("preview", f"pulumi preview --policy-pack policy -s {self.stack.name}")
+            try:
+                self.stack.preview(on_output=self._pulumi_line)
+            except Exception as err:  # a mandatory policy violation, a refusal of the program: nothing exists yet
+                self.log(f"FAILED: {type(err).__name__}: {str(err).strip()[-2000:]}")
+                self.log("nothing was created: `pulumi up` did not run")
+                return EXIT_FAILED
             self.enter("up", f"pulumi up -s {self.stack.name}" + (f" ({self.s.cap_line})" if self.s.cap_line else ""))
             touched = True
             self.stack.up(on_output=self._pulumi_line)
@@ -307,6 +320,8 @@ class Deps:
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    # The checks before anything is created (run_preflight.check when None): one line per problem.
+    preflight: Callable[[str, config.StackConfig, bool], list[str]] | None = None
 
 
 POSITIVE = click.FloatRange(min=0, min_open=True)
@@ -345,6 +360,16 @@ def execute(
     if which("pulumi") is None:
         say(CLI_MISSING)
         return EXIT_NO_CLI
+    try:
+        problems = (deps.preflight or run_preflight.check)(name, stack_cfg(name), destroy_only)
+    except config.ConfigError as err:
+        say(f"error: {err}")
+        return EXIT_USAGE
+    if problems:
+        for problem in problems:
+            say(f"error: {problem}")
+        say("  Nothing was created." if not destroy_only else "  Nothing was changed.")
+        return EXIT_NO_CLI if problems[0].startswith("the Pulumi CLI") else EXIT_USAGE
     try:
         stack = deps.make_stack(name)
         raw = stack.raw_config() if hasattr(stack, "raw_config") else None

@@ -64,6 +64,12 @@ class AutomationStack:
         values = self._stack.get_all_config()
         return {k: v.value for k, v in values.items()}
 
+    def preview(self, on_output: Callable[[str], Any]) -> None:
+        """`pulumi preview --policy-pack policy`: every rule on every resource, nothing created. The Automation
+        API's `up` runs `pulumi up --yes --skip-preview` (automation/_stack.py), where a violation stops the
+        update only at the resource that violates it, after the ones before it exist."""
+        self._stack.preview(on_output=on_output, color="never", policy_packs=[str(POLICY_PACK)])
+
     def up(self, on_output: Callable[[str], Any]) -> None:
         self._stack.up(on_output=on_output, color="never", policy_packs=[str(POLICY_PACK)])
 

@@ -235,8 +235,9 @@ def command() -> None:
     """The artifact store: sources and prebuilt artifacts shared by every node (docs/store.md)."""
 
 
-def stack_and_store(stack: str, store_url: str) -> tuple[StackConfig, str]:
-    """The stack's config and the store to use (--store, else the stack's artifactStore), or a usage error."""
+def stack_and_store(stack: str, store_url: str, required: bool = True) -> tuple[StackConfig, str]:
+    """The stack's config and the store to use (--store, else the stack's artifactStore), or a usage error
+    (`required=False`: "" where neither names one, for what touches no store: `store build --dry-run`)."""
     from deepep_a4.tools import plan as plan_tool
 
     try:
@@ -244,7 +245,7 @@ def stack_and_store(stack: str, store_url: str) -> tuple[StackConfig, str]:
     except plan_tool.UsageError as err:
         raise click.ClickException("; ".join(err.lines)) from None
     url = store_url or cfg.installer.store_url
-    if not url:
+    if not url and required:
         raise click.UsageError(f"stack {cfg.stack} sets no artifactStore: name one with --store gs://BUCKET/PREFIX")
     return cfg, url
 

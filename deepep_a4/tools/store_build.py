@@ -233,13 +233,19 @@ def build_command(
     stack: str, store_url: str, image: str, work: Path | None, from_dir: Path | None, dry_run: bool
 ) -> None:
     """Build the stack's artifacts in a CUDA container and publish them with a manifest to pin."""
-    cfg, url = store.stack_and_store(stack, store_url)
+    # A dry run renders and prints, and touches no store: it works before the stack names one.
+    cfg, url = store.stack_and_store(stack, store_url, required=not dry_run)
     chosen = image_for(cfg, image)
     folder: Path = work or Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
     if dry_run:
         render(cfg, folder)
         click.echo(f"rendered {folder}/installer: phases {' '.join(build_phases(cfg))}")
         click.echo(" ".join(container_command(chosen, folder.resolve(), build_root(cfg))))
+        if not url:
+            click.echo(
+                f"no store yet: the build publishes to the stack's artifactStore (pulumi config set "
+                f"deepep-a4:artifactStore gs://BUCKET/PREFIX -s {cfg.stack}) or --store"
+            )
         return
     sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
     click.echo(f"manifest {url}/manifests/{sha}.txt")
