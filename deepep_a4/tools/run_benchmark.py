@@ -50,6 +50,7 @@ from deepep_a4.tools.run_platforms import (
     Progress,
     RunFailedError,
 )
+from deepep_a4.tools.store_fill import fill_and_pin
 from deepep_a4.tools.timeline import NodeTimeline
 
 ROOT = project_root()
@@ -307,6 +308,7 @@ class Deps:
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
+    tty: Callable[[], bool] = sys.stdin.isatty
 
 
 POSITIVE = click.FloatRange(min=0, min_open=True)
@@ -320,6 +322,7 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--out", help="report folder (default build/report/STACK)")
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
+@click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -335,6 +338,7 @@ def execute(
     install_timeout: float,
     poll: float,
     deps: Deps,
+    build_store: bool = False,
 ) -> int:
     say, which = deps.say, deps.which
     try:
@@ -356,6 +360,9 @@ def execute(
         say(f"error: cannot open stack {name} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
     refusal = None if destroy_only else deployed_refusal(name, cfg, stack)
+    refusal = refusal or (
+        None if destroy_only else fill_and_pin(name, cfg, stack, build_store, deps.ask, say, deps.tty())
+    )
     if refusal:
         say(f"error: {refusal}")
         return EXIT_USAGE

@@ -1,0 +1,458 @@
+"""`deepep-a4 store build --remote`: the store's build on Cloud Build, next to the bucket (docs/store.md).
+
+Chosen when asked (`--remote`), or when this machine cannot run the local build: no `docker` on PATH, or not
+x86_64 (an ARM laptop would compile NVSHMEM and DeepEP under emulation for hours, then upload 4.6 GB).
+
+The request goes through the `google-cloud-build` client (`cloudbuild_v1.Build` and its messages), not
+`gcloud builds submit`: the request is a typed message (a wrong field name fails here, in the tests, not in
+Google's API), it is printed as the API's own JSON (`--dry-run`), and no shell-out stands between the program
+and the API. What it asks for:
+
+- the same phases as the local build (store_build.build_profile), rendered here, in the same CUDA devel image
+  pinned by digest; the sources downloaded here (`store fill`, over TLS, where their digests are learned);
+- the rendered installer, the local store folder with the sources and the two step scripts travel as one
+  archive, `build.tar.gz`, whose sha256 the request names: the first step checks it (`sha256sum -c`) before it
+  unpacks anything. Cloud Build's StorageSource must be an archive that it unpacks itself, so `build.tar.gz`
+  travels inside a one-file tar.gz, `PREFIX/staging/build-SHA256.tar.gz`, pinned to its generation;
+- a bounded timeout (TIMEOUT_S) and the largest default-pool machine, E2_HIGHCPU_32 (32 vCPUs, 32 GB);
+- its own service account (`deepep-store-builder`, made by the store project, store/): objects under the store's
+  prefix only, read and create (never overwrite or delete), and log writing. With a user-specified service
+  account the logs must go to Cloud Logging or a user bucket
+  (https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts):
+  CLOUD_LOGGING_ONLY, read back here to stream them. No credential of this machine enters the request;
+- the last step publishes create-only (scripts/install/store.sh `store_put`, the nodes' own code, with the build
+  account's token from the metadata server) and writes the manifest; it leaves the manifest's sha256 in
+  `$BUILDER_OUTPUT/output`, which the API returns as `results.build_step_outputs`. This machine then reads the
+  manifest back, checks its sha256 and prints it: the user reads it and pins it, as after a local build.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import platform
+import re
+import shutil
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from components import installer, staging
+from components.config import StackConfig
+from components.store import BUILDER_ACCOUNT_ID, split_store_url
+from deepep_a4.tools import store
+
+MACHINE_TYPE = "E2_HIGHCPU_32"  # 32 vCPUs, 32 GB: the largest machine of Cloud Build's default pool
+MACHINE_PRICE_KEY = "e2-highcpu-32"  # its row in Cloud Build's price table (prices.yaml cloud_build)
+TIMEOUT_S = 5400  # 90 min: about 6x the estimate's upper end (ESTIMATE below)
+STAGING_DIR = "staging"
+INNER = "build.tar.gz"
+WORKSPACE = "/workspace"  # Cloud Build's shared folder between steps
+STEPS = ("check-source", "build", "publish")
+DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
+POLL_S = 10.0
+
+
+def remote_reason(remote: bool, which: Callable[[str], str | None] = shutil.which, machine: str = "") -> str:
+    """Why the build runs on Cloud Build ("" = here, in docker)."""
+    arch = machine or platform.machine()
+    if remote:
+        return "--remote"
+    if which("docker") is None:
+        return "no docker on PATH"
+    if arch.lower() not in ("x86_64", "amd64"):
+        return f"this machine is {arch}, the build is linux/amd64 (emulation would take hours)"
+    return ""
+
+
+def service_account(project: str) -> str:
+    """The build's identity as the API names it: projects/{PROJECT_ID}/serviceAccounts/{ACCOUNT}."""
+    return f"projects/{project}/serviceAccounts/{BUILDER_ACCOUNT_ID}@{project}.iam.gserviceaccount.com"
+
+
+# -- the source archive ------------------------------------------------------------------------------------
+
+
+def _tar_gz(add: Callable[[tarfile.TarFile], None]) -> bytes:
+    """A tar.gz whose bytes depend only on its contents: sorted names, zero times and owners, gzip mtime 0."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        add(tar)
+    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
+
+
+def _info(name: str, size: int = 0, mode: int = 0o644, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.type, info.mtime = size, mode, kind, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def pack(work: Path) -> bytes:
+    """build.tar.gz: installer/, store/ (the sources) and steps/ of the work folder, byte for byte."""
+
+    def add(tar: tarfile.TarFile) -> None:
+        for top in ("installer", "store", "steps"):
+            base = work / top
+            for path in sorted([base, *base.rglob("*")]):
+                if path.name.startswith(".stage."):
+                    continue
+                name = path.relative_to(work).as_posix()
+                if path.is_dir():
+                    tar.addfile(_info(name, mode=0o755, kind=tarfile.DIRTYPE))
+                else:
+                    data = path.read_bytes()
+                    tar.addfile(_info(name, len(data), 0o755 if path.suffix == ".sh" else 0o644), io.BytesIO(data))
+
+    return _tar_gz(add)
+
+
+def wrap(inner: bytes) -> bytes:
+    """The object Cloud Build fetches and unpacks: one file, build.tar.gz."""
+    return _tar_gz(lambda tar: tar.addfile(_info(INNER, len(inner)), io.BytesIO(inner)))
+
+
+# -- the step scripts (inside the checked archive) ----------------------------------------------------------
+
+BUILD_SH = """#!/bin/bash
+# Cloud Build step "build": the rendered installer, as `docker run` runs it locally (store_build.py).
+set -uo pipefail
+bash /deepep-build/installer/run.sh
+rc=$?
+# The install root lives in this step's container; the next step needs the artifact keys, the user the logs.
+mkdir -p /deepep-build/root
+cp -a "$DEEPEP_INSTALL_ROOT/state" "$DEEPEP_INSTALL_ROOT/logs" /deepep-build/root/ 2>/dev/null || true
+exit "$rc"
+"""
+
+PUBLISH_SH = """#!/bin/bash
+# Cloud Build step "publish": what store_build.publish does locally, with the nodes' store.sh. Every object
+# named in publish.list goes create-only to STORE_URL with its sha256; an object that is there with another
+# digest stops it (written elsewhere); then the manifest, whose sha256 goes to $BUILDER_OUTPUT/output.
+set -euo pipefail
+LOCAL=/deepep-build/store
+DOWNLOAD_TIMEOUT_S=600
+die() { echo "publish: $*" >&2; exit 1; }
+log() { echo "publish: $*"; }
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+if [[ $STORE_URL == gs://* ]] && ! command -v curl >/dev/null; then
+  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends curl ca-certificates >/dev/null
+fi
+# shellcheck source=/dev/null
+source /deepep-build/installer/store.sh
+remote_digest() {
+  if ! store_is_gcs; then cat "$STORE_URL/$1/sha256" 2>/dev/null || true; return; fi
+  local meta code
+  meta="$(mktemp)"
+  code="$(_gcs_curl "$meta" "$GCS_API/storage/v1/b/$(_gcs_bucket)/o/$(_urlenc "$(_gcs_name "$1")")")"
+  [[ $code == 200 ]] && _gcs_meta_sha256 <"$meta"
+  rm -f "$meta"
+}
+rels=()
+while read -r kind a b; do
+  case $kind in
+    object) rels+=("$a") ;;
+    artifact)
+      key=/deepep-build/root/state/artifacts/$a
+      if [[ -f $key ]]; then rels+=("artifacts/$a/$(<"$key").$b"); fi
+      ;;
+  esac
+done </deepep-build/steps/publish.list
+entries="$(mktemp)"
+for rel in "${rels[@]}"; do
+  list=("$rel")
+  if [[ $rel == *.parts && -f $LOCAL/$rel/data ]]; then
+    while read -r part _; do [[ -n $part ]] && list+=("${rel%.parts}/$part"); done <"$LOCAL/$rel/data"
+  fi
+  for r in "${list[@]}"; do
+    [[ -f $LOCAL/$r/sha256 ]] || die "the build has no $r: see the build step's log"
+    digest="$(<"$LOCAL/$r/sha256")"
+    if store_put "$r" "$LOCAL/$r/data"; then
+      log "published $r"
+    elif [[ "$(remote_digest "$r")" != "$digest" ]]; then
+      die "the store has $r with another sha256 than this build's $digest: written elsewhere; delete it, build again"
+    fi
+    printf '%s\\t%s\\n' "$r" "$digest" >>"$entries"
+  done
+done
+manifest="$(mktemp)"
+LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 }' >"$manifest"
+sha="$(sha256_of "$manifest")"
+store_put "manifests/$sha.txt" "$manifest" || true
+log "manifest $STORE_URL/manifests/$sha.txt"
+if [[ -n ${BUILDER_OUTPUT:-} ]]; then echo "$sha" >"$BUILDER_OUTPUT/output"; fi
+"""
+
+
+def publish_list(cfg: StackConfig) -> str:
+    """What the publish step vouches for (store_build.built, before the build): fixed objects by name, and for
+    the host profile each build phase's artifact by the key the build leaves in its state."""
+    if cfg.staged:
+        return "".join(f"object {rel}\n" for rel in staging.objects(cfg, cfg.platform).values())
+    lines = [f"object {store.SOURCES_DIR}/{s.name}" for s in store.sources(cfg)]
+    lines += [f"artifact {p} {'parts' if p == 'pytorch' else 'tar.gz'}" for p in (*installer.ARTIFACT_DEPS, "pytorch")]
+    return "".join(line + "\n" for line in lines)
+
+
+def write_steps(cfg: StackConfig, work: Path) -> None:
+    steps = work / "steps"
+    steps.mkdir(parents=True, exist_ok=True)
+    (steps / "build.sh").write_text(BUILD_SH)
+    (steps / "publish.sh").write_text(PUBLISH_SH)
+    (steps / "publish.list").write_text(publish_list(cfg))
+
+
+# -- the request -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    project: str  # where the build runs and its account lives
+    region: str
+    store_url: str  # gs://BUCKET/PREFIX
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+
+def source_object(store_url: str, sha: str) -> str:
+    _, prefix = split_store_url(store_url)
+    return f"{prefix + '/' if prefix else ''}{STAGING_DIR}/build-{sha}.tar.gz"
+
+
+def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: int = 0) -> Any:
+    """The Cloud Build request (cloudbuild_v1.Build). No `$` in any step: Cloud Build would substitute it."""
+    from google.cloud.devtools import cloudbuild_v1 as cb
+    from google.protobuf import duration_pb2
+
+    bucket, _ = split_store_url(target.store_url)
+    root = f"ln -sfn {WORKSPACE}/build /deepep-build && "
+    env = ["DEEPEP_STORE_URL=/deepep-build/store", f"DEEPEP_INSTALL_ROOT={build_root(cfg)}"]
+    check = f"cd {WORKSPACE} && echo '{sha}  {INNER}' | sha256sum -c - && mkdir -p build && tar -xzf {INNER} -C build"
+    steps = [
+        cb.BuildStep(id=STEPS[0], name=image, entrypoint="bash", args=["-c", check]),
+        cb.BuildStep(id=STEPS[1], name=image, entrypoint="bash", args=["-c", root + "bash /deepep-build/steps/build.sh"],
+                     env=env),
+        cb.BuildStep(
+            id=STEPS[2],
+            name=image,
+            entrypoint="bash",
+            args=["-c", root + "bash /deepep-build/steps/publish.sh"],
+            env=[f"STORE_URL={target.store_url}"],
+        ),
+    ]  # fmt: skip
+    return cb.Build(
+        steps=steps,
+        source=cb.Source(
+            storage_source=cb.StorageSource(
+                bucket=bucket, object_=source_object(target.store_url, sha), generation=generation
+            )
+        ),
+        timeout=duration_pb2.Duration(seconds=TIMEOUT_S),
+        service_account=service_account(target.project),
+        options=cb.BuildOptions(
+            machine_type=cb.BuildOptions.MachineType[MACHINE_TYPE],
+            logging=cb.BuildOptions.LoggingMode.CLOUD_LOGGING_ONLY,
+        ),
+        tags=["deepep-a4-store", re.sub(r"[^\w.-]", "-", cfg.stack)[:100]],
+    )
+
+
+def build_root(cfg: StackConfig) -> str:
+    from deepep_a4.tools import store_build
+
+    return store_build.build_root(cfg)
+
+
+def as_json(build: Any) -> str:
+    from google.cloud.devtools import cloudbuild_v1 as cb
+
+    return cb.Build.to_json(build, indent=2, use_integers_for_enums=False, always_print_fields_with_no_presence=False)
+
+
+# -- time and cost --------------------------------------------------------------------------------------------
+
+# MEASURED: the local builder, cold, on the H100 host (16 cores), 2026-11-25: 499 s in all
+# (tests/fixtures/install/hw/hwtest-staged-builder.log; NVSHMEM 316 s, DeepEP 113 s, PyTorch env 45 s, pack 24 s).
+MEASURED_TOTAL_S, MEASURED_COMPILE_S, MEASURED_CORES = 499, 316 + 113, 16
+REMOTE_VCPUS = 32
+# ASSUMED, not measured: the devel image's pull (about 8 GB unpacked), the PyTorch wheels (about 3 GB; the measured
+# run copied the machine's torch), the 4.6 GB upload to a bucket of the same region.
+PULL_S, WHEELS_S, UPLOAD_S = (60, 180), (30, 120), (40, 120)
+
+
+def estimate_s() -> tuple[int, int]:
+    """ESTIMATE of the remote build's seconds: the measured local run with its two compiles (make -j nproc) at
+    32/16 of their time (best case) or no faster (worst: E2 vCPUs are hyperthreads), plus the assumed transfers."""
+    rest = MEASURED_TOTAL_S - MEASURED_COMPILE_S
+    low = MEASURED_COMPILE_S * MEASURED_CORES / REMOTE_VCPUS + rest + PULL_S[0] + WHEELS_S[0] + UPLOAD_S[0]
+    high = MEASURED_COMPILE_S + rest + PULL_S[1] + WHEELS_S[1] + UPLOAD_S[1]
+    return round(low), round(high)
+
+
+def price_per_minute(prices: dict[str, Any] | None = None) -> tuple[float | None, str, str]:
+    """Cloud Build's USD per build-minute of MACHINE_TYPE, its source and the date it was read (prices.yaml)."""
+    from deepep_a4.tools import cost
+
+    entry = (cost.load_prices() if prices is None else prices).get("cloud_build") or {}
+    rate = (entry.get("per_build_minute") or {}).get(MACHINE_PRICE_KEY)
+    return (
+        (float(rate) if isinstance(rate, int | float) else None),
+        str(entry.get("source", "")),
+        str(entry.get("read", "")),
+    )
+
+
+def estimate_line(prices: dict[str, Any] | None = None) -> str:
+    rate, source, read = price_per_minute(prices)
+    low, high = estimate_s()
+    money = f"USD {rate * low / 60:.2f}-{rate * high / 60:.2f}" if rate is not None else "cost unknown"
+    price = f"USD {rate}/build-minute" if rate is not None else "price unknown"
+    return (
+        f"{MACHINE_PRICE_KEY} at {price} (cited: {source}, read {read}); ESTIMATE {low / 60:.0f}-{high / 60:.0f} min, "
+        f"{money} (from the local build measured on a 16-core H100 host, docs/store.md); timeout {TIMEOUT_S // 60} min"
+    )
+
+
+# -- following the build -------------------------------------------------------------------------------------
+
+
+class CloudLogs:
+    """New lines of one build's log in Cloud Logging (entries.list,
+    https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list), read with this machine's
+    application-default credentials. `post(url, body) -> dict` is the HTTP call (a fake in tests)."""
+
+    URL = "https://logging.googleapis.com/v2/entries:list"
+
+    def __init__(self, project: str, build_id: str, post: Callable[[str, dict[str, Any]], dict[str, Any]]):
+        self.project, self.build_id, self.post = project, build_id, post
+        self.since = ""
+        self.seen: set[str] = set()
+
+    def lines(self) -> Iterator[str]:
+        flt = f'resource.type="build" AND resource.labels.build_id="{self.build_id}"'
+        if self.since:
+            flt += f' AND timestamp>="{self.since}"'
+        token = ""
+        while True:
+            body = {"resourceNames": [f"projects/{self.project}"], "filter": flt, "orderBy": "timestamp asc"}
+            body |= {"pageSize": 1000} | ({"pageToken": token} if token else {})
+            page = self.post(self.URL, body)
+            for entry in page.get("entries") or []:
+                key = str(entry.get("insertId", ""))
+                if key in self.seen:
+                    continue
+                self.seen.add(key)
+                self.since = max(self.since, str(entry.get("timestamp", "")))
+                yield str(entry.get("textPayload", "")).rstrip("\n")
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+
+def google_post() -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+
+    creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/logging.read"])
+    session = AuthorizedSession(creds)
+
+    def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = session.post(url, json=body, timeout=60)
+        resp.raise_for_status()
+        return resp.json()
+
+    return post
+
+
+def follow(client: Any, name: str, logs: CloudLogs, echo=click.echo, sleep=time.sleep, poll_s: float = POLL_S) -> Any:
+    """Polls the build until it ends, echoing its log as it grows; returns the last Build."""
+    while True:
+        build = client.get_build(name=name)
+        for line in logs.lines():
+            echo(line)
+        if build.status.name in DONE:
+            sleep(poll_s)  # Cloud Logging may lag the build's end by seconds: one last read
+            for line in logs.lines():
+                echo(line)
+            return build
+        sleep(poll_s)
+
+
+def manifest_sha(build: Any) -> str:
+    """The publish step's output: the manifest's sha256 (`$BUILDER_OUTPUT/output`, results.build_step_outputs)."""
+    outputs = list(build.results.build_step_outputs)
+    text = outputs[STEPS.index("publish")].decode().strip() if len(outputs) > STEPS.index("publish") else ""
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise click.ClickException(f"the build {build.id} left no manifest sha256 (publish step output {text[:80]!r})")
+    return text
+
+
+# -- the whole remote build ------------------------------------------------------------------------------------
+
+
+def prepare(cfg: StackConfig, work: Path, from_dir: Path | None, fill: bool, echo=click.echo) -> tuple[bytes, str]:
+    """Renders the build into WORK (as the local build), fills its sources unless told not to (a dry run packs
+    what is there), and returns build.tar.gz with its sha256."""
+    from deepep_a4.tools import store_build
+
+    store_build.render(cfg, work)
+    if fill:
+        store.fill(store.sources(cfg), store.LocalStore((work / "store").resolve()), from_dir, echo)
+    write_steps(cfg, work)
+    inner = pack(work)
+    return inner, hashlib.sha256(inner).hexdigest()
+
+
+def make_client() -> Any:
+    from google.cloud.devtools import cloudbuild_v1 as cb
+
+    return cb.CloudBuildClient()
+
+
+def run(
+    cfg: StackConfig,
+    work: Path,
+    image: str,
+    target: Target,
+    from_dir: Path | None,
+    echo=click.echo,
+    client: Any = None,
+    post: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
+    gcs: store.GcsStore | None = None,
+    sleep=time.sleep,
+) -> str:
+    """Uploads the source, submits the build, streams its log; returns the manifest's sha256, checked."""
+    inner, sha = prepare(cfg, work, from_dir, fill=True, echo=echo)
+    gcs = gcs or store.GcsStore(target.store_url)
+    rel = f"{STAGING_DIR}/build-{sha}.tar.gz"
+    outer = work / f"build-{sha}.tar.gz"
+    outer.write_bytes(wrap(inner))
+    echo(f"source {target.store_url}/{rel} ({len(inner) / 1e6:.1f} MB, build.tar.gz sha256 {sha})")
+    gcs.put(rel, outer)  # create-only: the same sha256 is the same bytes, so one already there is this one
+    generation = gcs.generation(rel)
+    client = client or make_client()
+    build = request(cfg, image, target, sha, generation)
+    op = client.create_build(parent=target.parent, project_id=target.project, build=build)
+    build_id = op.metadata.build.id
+    echo(f"Cloud Build {build_id} ({MACHINE_TYPE}, timeout {TIMEOUT_S // 60} min): {op.metadata.build.log_url}")
+    logs = CloudLogs(target.project, build_id, post or google_post())
+    done = follow(client, f"{target.parent}/builds/{build_id}", logs, echo, sleep)
+    if done.status.name != "SUCCESS":
+        raise click.ClickException(
+            f"Cloud Build {build_id} ended {done.status.name}: {done.status_detail or done.log_url}"
+        )
+    manifest = manifest_sha(done)
+    text = gcs.read(f"manifests/{manifest}.txt")
+    if hashlib.sha256(text).hexdigest() != manifest:
+        raise click.ClickException(f"manifests/{manifest}.txt in {target.store_url} does not have that sha256: refused")
+    echo(f"manifest: {len(text.splitlines())} objects, each with its sha256 (read it before you pin it)")
+    return manifest
