@@ -47,6 +47,7 @@ from components import installer, staging
 from components.config import StackConfig
 from components.store import BUILDER_ACCOUNT_ID, split_store_url
 from deepep_a4.tools import store
+from deepep_a4.tools.store_remote_steps import BUILD_SH, PUBLISH_SH
 
 MACHINE_TYPE = "E2_HIGHCPU_32"  # 32 vCPUs, 32 GB: the largest machine of Cloud Build's default pool
 MACHINE_PRICE_KEY = "e2-highcpu-32"  # its row in Cloud Build's price table (prices.yaml cloud_build)
@@ -55,13 +56,14 @@ STAGING_DIR = "staging"
 INNER = "build.tar.gz"
 WORKSPACE = "/workspace"  # Cloud Build's shared folder between steps
 STEPS = ("check-source", "build", "publish")
+BUILD_CMD = "bash /deepep-build/steps/build.sh"
 DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED"}
 POLL_S = 10.0
 
 
-def remote_reason(remote: bool, which: Callable[[str], str | None] = shutil.which, machine: str = "") -> str:
+def remote_reason(remote: bool, which: Callable[[str], str | None] | None = None, machine: str = "") -> str:
     """Why the build runs on Cloud Build ("" = here, in docker)."""
-    arch = machine or platform.machine()
+    arch, which = machine or platform.machine(), which or shutil.which
     if remote:
         return "--remote"
     if which("docker") is None:
@@ -121,75 +123,6 @@ def wrap(inner: bytes) -> bytes:
 
 # -- the step scripts (inside the checked archive) ----------------------------------------------------------
 
-BUILD_SH = """#!/bin/bash
-# Cloud Build step "build": the rendered installer, as `docker run` runs it locally (store_build.py).
-set -uo pipefail
-bash /deepep-build/installer/run.sh
-rc=$?
-# The install root lives in this step's container; the next step needs the artifact keys, the user the logs.
-mkdir -p /deepep-build/root
-cp -a "$DEEPEP_INSTALL_ROOT/state" "$DEEPEP_INSTALL_ROOT/logs" /deepep-build/root/ 2>/dev/null || true
-exit "$rc"
-"""
-
-PUBLISH_SH = """#!/bin/bash
-# Cloud Build step "publish": what store_build.publish does locally, with the nodes' store.sh. Every object
-# named in publish.list goes create-only to STORE_URL with its sha256; an object that is there with another
-# digest stops it (written elsewhere); then the manifest, whose sha256 goes to $BUILDER_OUTPUT/output.
-set -euo pipefail
-LOCAL=/deepep-build/store
-DOWNLOAD_TIMEOUT_S=600
-die() { echo "publish: $*" >&2; exit 1; }
-log() { echo "publish: $*"; }
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-if [[ $STORE_URL == gs://* ]] && ! command -v curl >/dev/null; then
-  apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends curl ca-certificates >/dev/null
-fi
-# shellcheck source=/dev/null
-source /deepep-build/installer/store.sh
-remote_digest() {
-  if ! store_is_gcs; then cat "$STORE_URL/$1/sha256" 2>/dev/null || true; return; fi
-  local meta code
-  meta="$(mktemp)"
-  code="$(_gcs_curl "$meta" "$GCS_API/storage/v1/b/$(_gcs_bucket)/o/$(_urlenc "$(_gcs_name "$1")")")"
-  [[ $code == 200 ]] && _gcs_meta_sha256 <"$meta"
-  rm -f "$meta"
-}
-rels=()
-while read -r kind a b; do
-  case $kind in
-    object) rels+=("$a") ;;
-    artifact)
-      key=/deepep-build/root/state/artifacts/$a
-      if [[ -f $key ]]; then rels+=("artifacts/$a/$(<"$key").$b"); fi
-      ;;
-  esac
-done </deepep-build/steps/publish.list
-entries="$(mktemp)"
-for rel in "${rels[@]}"; do
-  list=("$rel")
-  if [[ $rel == *.parts && -f $LOCAL/$rel/data ]]; then
-    while read -r part _; do [[ -n $part ]] && list+=("${rel%.parts}/$part"); done <"$LOCAL/$rel/data"
-  fi
-  for r in "${list[@]}"; do
-    [[ -f $LOCAL/$r/sha256 ]] || die "the build has no $r: see the build step's log"
-    digest="$(<"$LOCAL/$r/sha256")"
-    if store_put "$r" "$LOCAL/$r/data"; then
-      log "published $r"
-    elif [[ "$(remote_digest "$r")" != "$digest" ]]; then
-      die "the store has $r with another sha256 than this build's $digest: written elsewhere; delete it, build again"
-    fi
-    printf '%s\\t%s\\n' "$r" "$digest" >>"$entries"
-  done
-done
-manifest="$(mktemp)"
-LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 }' >"$manifest"
-sha="$(sha256_of "$manifest")"
-store_put "manifests/$sha.txt" "$manifest" || true
-log "manifest $STORE_URL/manifests/$sha.txt"
-if [[ -n ${BUILDER_OUTPUT:-} ]]; then echo "$sha" >"$BUILDER_OUTPUT/output"; fi
-"""
-
 
 def publish_list(cfg: StackConfig) -> str:
     """What the publish step vouches for (store_build.built, before the build): fixed objects by name, and for
@@ -234,13 +167,12 @@ def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: 
     from google.protobuf import duration_pb2
 
     bucket, _ = split_store_url(target.store_url)
-    root = f"ln -sfn {WORKSPACE}/build /deepep-build && "
+    root = f"ln -sfn {WORKSPACE}/build /deepep-build && "  # the paths of the local build's mounts
     env = ["DEEPEP_STORE_URL=/deepep-build/store", f"DEEPEP_INSTALL_ROOT={build_root(cfg)}"]
     check = f"cd {WORKSPACE} && echo '{sha}  {INNER}' | sha256sum -c - && mkdir -p build && tar -xzf {INNER} -C build"
     steps = [
         cb.BuildStep(id=STEPS[0], name=image, entrypoint="bash", args=["-c", check]),
-        cb.BuildStep(id=STEPS[1], name=image, entrypoint="bash", args=["-c", root + "bash /deepep-build/steps/build.sh"],
-                     env=env),
+        cb.BuildStep(id=STEPS[1], name=image, entrypoint="bash", args=["-c", root + BUILD_CMD], env=env),
         cb.BuildStep(
             id=STEPS[2],
             name=image,
