@@ -47,7 +47,7 @@ def fill_and_pin(
     ask: Callable[[str], str],
     say: Callable[[str], None],
     interactive: bool,
-    builder: Builder = default_builder,
+    builder: Builder | None = None,
 ) -> str | None:
     """None to go on (nothing to do, or built and pinned); else the one line `run` refuses with."""
     if not needs_build(cfg):
@@ -64,7 +64,7 @@ def fill_and_pin(
         say(f"stack {name} pins no store manifest. A store build on Cloud Build: {store_remote.estimate_line()}")
         if ask("build the store now and pin its manifest? [y/N] ").strip().lower() not in ("y", "yes"):
             return f"no store manifest and no build: run {manual}, or answer y (or pass --build-store)"
-    sha, text = builder(cfg)
+    sha, text = (builder or default_builder)(cfg)
     say(f"the manifest you are about to pin ({sha}): every object the nodes will take, with its sha256")
     for line in text.splitlines():
         say(f"  {line}")
