@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -24,6 +25,7 @@ from components import config, staging
 from deepep_a4.cli import main as cli
 from deepep_a4.tools import store, store_build, store_remote
 from tests.components.test_installer import cfg_of
+from tests.conftest import ROOT
 from tests.deepep_a4.test_store_build import Built, built  # noqa: F401  (the local build, as a fixture)
 
 URL = "gs://my-own-project-artifacts/deepep-a4"
@@ -278,3 +280,20 @@ def test_a_remote_build_uploads_its_source_submits_and_checks_the_manifest_it_na
     with pytest.raises(click.ClickException, match="ended FAILURE"):
         store_remote.run(cfg, tmp_path, "i@sha256:" + "0" * 64, target(cfg), None, out.append, client,
                          FakeLogging([]).post, gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_the_price_is_cited_with_its_date_and_the_estimate_is_derived_from_the_measured_build() -> None:
+    entry = store_remote.price_per_minute()
+    assert entry[0] == 0.064 and entry[1].startswith("https://cloud.google.com/build/pricing") and entry[2]
+    # The measured local builder (tests/fixtures/install/hw/hwtest-staged-builder.log): phases' own times.
+    log = (ROOT / "tests/fixtures/install/hw/hwtest-staged-builder.log").read_text()
+    done = {m[0]: float(m[1]) for m in re.findall(r"phase (\S+): end, done in ([\d.]+) s", log)}
+    assert round(done["nvshmem"] + done["deepep"]) == store_remote.MEASURED_COMPILE_S
+    assert abs(sum(done.values()) - store_remote.MEASURED_TOTAL_S) < 3
+    low, high = store_remote.estimate_s()
+    assert store_remote.MEASURED_TOTAL_S / 2 < low < high < store_remote.TIMEOUT_S / 4  # the timeout: ample, bounded
+    line = store_remote.estimate_line()
+    assert f"ESTIMATE {low / 60:.0f}-{high / 60:.0f} min" in line and "USD 0.064/build-minute" in line
+    assert f"read {entry[2]}" in line
+    priced = {"cloud_build": {"per_build_minute": {}, "source": "s", "read": "r"}}
+    assert "price unknown" in store_remote.estimate_line(priced)  # no row for the machine: said, not guessed
