@@ -30,7 +30,7 @@ import click
 
 from components import installer, staging
 from components.config import StackConfig
-from deepep_a4.tools import store, store_remote
+from deepep_a4.tools import store, store_estimate, store_remote
 
 # The container's view: the rendered installer and the local store (the install root is the nodes').
 BUILD_DIR = "/deepep-build"
@@ -273,8 +273,9 @@ def remote_build(
     """The build on Cloud Build (store_remote.py); returns the manifest's sha256 ("" after a dry run)."""
     if not url.startswith("gs://"):
         raise click.UsageError(f"--store {url!r}: a build on Cloud Build ({why}) publishes to gs://BUCKET/PREFIX only")
-    target = store_remote.Target(project or cfg.project, cfg.region, url)
-    click.echo(f"building on Cloud Build ({why}): {store_remote.estimate_line()}")
+    target = store_remote.Target(project or cfg.project, cfg.region, url, build_root(cfg))
+    click.echo(f"building on Cloud Build ({why}): {store_estimate.estimate_line()}")
+    render(cfg, work)
     if not dry_run:
         return store_remote.run(cfg, work, image, target, from_dir)
     _, sha = store_remote.prepare(cfg, work, from_dir, fill=False)

@@ -30,7 +30,9 @@ def default_builder(cfg: StackConfig) -> tuple[str, str]:
     url, image = cfg.installer.store_url, store_build.image_for(cfg, "")
     work = Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
     if store_remote.remote_reason(False):
-        sha = store_remote.run(cfg, work, image, store_remote.Target(cfg.project, cfg.region, url), None)
+        store_build.render(cfg, work)
+        target = store_remote.Target(cfg.project, cfg.region, url, store_build.build_root(cfg))
+        sha = store_remote.run(cfg, work, image, target, None)
     else:
         sha = store_build.build(cfg, work, store.open_store(url), image, None)
     remote = store.open_store(url)
@@ -59,9 +61,9 @@ def fill_and_pin(
                 f"stack {name} names artifactStore {cfg.installer.store_url} but pins no {MANIFEST_KEY}: pass "
                 f"--build-store to build and pin one now (billed), or run {manual}"
             )
-        from deepep_a4.tools import store_remote
+        from deepep_a4.tools import store_estimate
 
-        say(f"stack {name} pins no store manifest. A store build on Cloud Build: {store_remote.estimate_line()}")
+        say(f"stack {name} pins no store manifest. A store build on Cloud Build: {store_estimate.estimate_line()}")
         if ask("build the store now and pin its manifest? [y/N] ").strip().lower() not in ("y", "yes"):
             return f"no store manifest and no build: run {manual}, or answer y (or pass --build-store)"
     sha, text = (builder or default_builder)(cfg)

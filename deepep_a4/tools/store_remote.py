@@ -47,11 +47,9 @@ from components import installer, staging
 from components.config import StackConfig
 from components.store import BUILDER_ACCOUNT_ID, split_store_url
 from deepep_a4.tools import store
+from deepep_a4.tools.store_estimate import MACHINE_TYPE, TIMEOUT_S
 from deepep_a4.tools.store_remote_steps import BUILD_SH, PUBLISH_SH
 
-MACHINE_TYPE = "E2_HIGHCPU_32"  # 32 vCPUs, 32 GB: the largest machine of Cloud Build's default pool
-MACHINE_PRICE_KEY = "e2-highcpu-32"  # its row in Cloud Build's price table (prices.yaml cloud_build)
-TIMEOUT_S = 5400  # 90 min: about 6x the estimate's upper end (ESTIMATE below)
 STAGING_DIR = "staging"
 INNER = "build.tar.gz"
 WORKSPACE = "/workspace"  # Cloud Build's shared folder between steps
@@ -150,6 +148,7 @@ class Target:
     project: str  # where the build runs and its account lives
     region: str
     store_url: str  # gs://BUCKET/PREFIX
+    root: str  # the nodes' install root the build runs at (store_build.build_root)
 
     @property
     def parent(self) -> str:
@@ -168,7 +167,7 @@ def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: 
 
     bucket, _ = split_store_url(target.store_url)
     root = f"ln -sfn {WORKSPACE}/build /deepep-build && "  # the paths of the local build's mounts
-    env = ["DEEPEP_STORE_URL=/deepep-build/store", f"DEEPEP_INSTALL_ROOT={build_root(cfg)}"]
+    env = ["DEEPEP_STORE_URL=/deepep-build/store", f"DEEPEP_INSTALL_ROOT={target.root}"]
     check = f"cd {WORKSPACE} && echo '{sha}  {INNER}' | sha256sum -c - && mkdir -p build && tar -xzf {INNER} -C build"
     steps = [
         cb.BuildStep(id=STEPS[0], name=image, entrypoint="bash", args=["-c", check]),
@@ -198,60 +197,10 @@ def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: 
     )
 
 
-def build_root(cfg: StackConfig) -> str:
-    from deepep_a4.tools import store_build
-
-    return store_build.build_root(cfg)
-
-
 def as_json(build: Any) -> str:
     from google.cloud.devtools import cloudbuild_v1 as cb
 
     return cb.Build.to_json(build, indent=2, use_integers_for_enums=False, always_print_fields_with_no_presence=False)
-
-
-# -- time and cost --------------------------------------------------------------------------------------------
-
-# MEASURED: the local builder, cold, on the H100 host (16 cores), 2026-11-25: 499 s in all
-# (tests/fixtures/install/hw/hwtest-staged-builder.log; NVSHMEM 316 s, DeepEP 113 s, PyTorch env 45 s, pack 24 s).
-MEASURED_TOTAL_S, MEASURED_COMPILE_S, MEASURED_CORES = 499, 316 + 113, 16
-REMOTE_VCPUS = 32
-# ASSUMED, not measured: the devel image's pull (about 8 GB unpacked), the PyTorch wheels (about 3 GB; the measured
-# run copied the machine's torch), the 4.6 GB upload to a bucket of the same region.
-PULL_S, WHEELS_S, UPLOAD_S = (60, 180), (30, 120), (40, 120)
-
-
-def estimate_s() -> tuple[int, int]:
-    """ESTIMATE of the remote build's seconds: the measured local run with its two compiles (make -j nproc) at
-    32/16 of their time (best case) or no faster (worst: E2 vCPUs are hyperthreads), plus the assumed transfers."""
-    rest = MEASURED_TOTAL_S - MEASURED_COMPILE_S
-    low = MEASURED_COMPILE_S * MEASURED_CORES / REMOTE_VCPUS + rest + PULL_S[0] + WHEELS_S[0] + UPLOAD_S[0]
-    high = MEASURED_COMPILE_S + rest + PULL_S[1] + WHEELS_S[1] + UPLOAD_S[1]
-    return round(low), round(high)
-
-
-def price_per_minute(prices: dict[str, Any] | None = None) -> tuple[float | None, str, str]:
-    """Cloud Build's USD per build-minute of MACHINE_TYPE, its source and the date it was read (prices.yaml)."""
-    from deepep_a4.tools import cost
-
-    entry = (cost.load_prices() if prices is None else prices).get("cloud_build") or {}
-    rate = (entry.get("per_build_minute") or {}).get(MACHINE_PRICE_KEY)
-    return (
-        (float(rate) if isinstance(rate, int | float) else None),
-        str(entry.get("source", "")),
-        str(entry.get("read", "")),
-    )
-
-
-def estimate_line(prices: dict[str, Any] | None = None) -> str:
-    rate, source, read = price_per_minute(prices)
-    low, high = estimate_s()
-    money = f"USD {rate * low / 60:.2f}-{rate * high / 60:.2f}" if rate is not None else "cost unknown"
-    price = f"USD {rate}/build-minute" if rate is not None else "price unknown"
-    return (
-        f"{MACHINE_PRICE_KEY} at {price} (cited: {source}, read {read}); ESTIMATE {low / 60:.0f}-{high / 60:.0f} min, "
-        f"{money} (from the local build measured on a 16-core H100 host, docs/store.md); timeout {TIMEOUT_S // 60} min"
-    )
 
 
 # -- following the build -------------------------------------------------------------------------------------
@@ -332,11 +281,8 @@ def manifest_sha(build: Any) -> str:
 
 
 def prepare(cfg: StackConfig, work: Path, from_dir: Path | None, fill: bool, echo=click.echo) -> tuple[bytes, str]:
-    """Renders the build into WORK (as the local build), fills its sources unless told not to (a dry run packs
-    what is there), and returns build.tar.gz with its sha256."""
-    from deepep_a4.tools import store_build
-
-    store_build.render(cfg, work)
+    """WORK holds the rendered build (store_build.render, as the local build): fills its sources unless told not
+    to (a dry run packs what is there), writes the step scripts, returns build.tar.gz with its sha256."""
     if fill:
         store.fill(store.sources(cfg), store.LocalStore((work / "store").resolve()), from_dir, echo)
     write_steps(cfg, work)
@@ -362,7 +308,8 @@ def run(
     gcs: store.GcsStore | None = None,
     sleep=time.sleep,
 ) -> str:
-    """Uploads the source, submits the build, streams its log; returns the manifest's sha256, checked."""
+    """WORK rendered (store_build.render): uploads the source, submits the build, streams its log; returns the
+    manifest's sha256, checked."""
     inner, sha = prepare(cfg, work, from_dir, fill=True, echo=echo)
     gcs = gcs or store.GcsStore(target.store_url)
     rel = f"{STAGING_DIR}/build-{sha}.tar.gz"

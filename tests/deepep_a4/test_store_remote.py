@@ -23,7 +23,7 @@ from google.protobuf import json_format
 
 from components import config, staging
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import store, store_build, store_remote
+from deepep_a4.tools import store, store_build, store_estimate, store_remote
 from tests.components.test_installer import cfg_of
 from tests.conftest import ROOT
 from tests.deepep_a4.test_store_build import Built, built  # noqa: F401  (the local build, as a fixture)
@@ -37,7 +37,7 @@ def gke() -> config.StackConfig:
 
 
 def target(cfg: config.StackConfig) -> store_remote.Target:
-    return store_remote.Target(cfg.project, cfg.region, URL)
+    return store_remote.Target(cfg.project, cfg.region, URL, store_build.build_root(cfg))
 
 
 def test_the_request_is_the_apis_build_message_with_image_timeout_machine_account_and_store() -> None:
@@ -95,6 +95,7 @@ def test_no_step_holds_a_dollar_sign_cloud_build_would_substitute() -> None:
 def test_the_source_is_deterministic_and_the_first_step_refuses_a_changed_archive(tmp_path: Path) -> None:
     cfg = gke()
     work = tmp_path / "w"
+    store_build.render(cfg, work)
     inner, sha = store_remote.prepare(cfg, work, None, fill=False)
     assert store_remote.prepare(cfg, work, None, fill=False) == (inner, sha)  # same inputs, same bytes
     names = tarfile.open(fileobj=io.BytesIO(inner)).getnames()
@@ -260,6 +261,7 @@ def test_a_remote_build_uploads_its_source_submits_and_checks_the_manifest_it_na
     gcs = FakeGcs({f"manifests/{sha}.txt": manifest})
     client = FakeCloudBuild(["WORKING", "SUCCESS"], [b"", b"", sha.encode()])
     out: list[str] = []
+    store_build.render(cfg, tmp_path)
     got = store_remote.run(
         cfg, tmp_path, store_build.image_for(cfg, ""), target(cfg), None, out.append, client,
         FakeLogging([["hello"]]).post, gcs, lambda _: None,  # type: ignore[arg-type]
@@ -283,17 +285,19 @@ def test_a_remote_build_uploads_its_source_submits_and_checks_the_manifest_it_na
 
 
 def test_the_price_is_cited_with_its_date_and_the_estimate_is_derived_from_the_measured_build() -> None:
-    entry = store_remote.price_per_minute()
+    entry = store_estimate.price_per_minute()
     assert entry[0] == 0.064 and entry[1].startswith("https://cloud.google.com/build/pricing") and entry[2]
     # The measured local builder (tests/fixtures/install/hw/hwtest-staged-builder.log): phases' own times.
     log = (ROOT / "tests/fixtures/install/hw/hwtest-staged-builder.log").read_text()
     done = {m[0]: float(m[1]) for m in re.findall(r"phase (\S+): end, done in ([\d.]+) s", log)}
-    assert round(done["nvshmem"] + done["deepep"]) == store_remote.MEASURED_COMPILE_S
-    assert abs(sum(done.values()) - store_remote.MEASURED_TOTAL_S) < 3
-    low, high = store_remote.estimate_s()
-    assert store_remote.MEASURED_TOTAL_S / 2 < low < high < store_remote.TIMEOUT_S / 4  # the timeout: ample, bounded
-    line = store_remote.estimate_line()
+    assert round(done["nvshmem"] + done["deepep"]) == store_estimate.MEASURED_COMPILE_S
+    assert abs(sum(done.values()) - store_estimate.MEASURED_TOTAL_S) < 3
+    low, high = store_estimate.estimate_s()
+    assert (
+        store_estimate.MEASURED_TOTAL_S / 2 < low < high < store_estimate.TIMEOUT_S / 4
+    )  # the timeout: ample, bounded
+    line = store_estimate.estimate_line()
     assert f"ESTIMATE {low / 60:.0f}-{high / 60:.0f} min" in line and "USD 0.064/build-minute" in line
     assert f"read {entry[2]}" in line
     priced = {"cloud_build": {"per_build_minute": {}, "source": "s", "read": "r"}}
-    assert "price unknown" in store_remote.estimate_line(priced)  # no row for the machine: said, not guessed
+    assert "price unknown" in store_estimate.estimate_line(priced)  # no row for the machine: said, not guessed
