@@ -79,12 +79,12 @@ def service_account(project: str) -> str:
 # -- the source archive ------------------------------------------------------------------------------------
 
 
-def _tar_gz(add: Callable[[tarfile.TarFile], None]) -> bytes:
+def _tar_gz(add: Callable[[tarfile.TarFile], None], level: int = 6) -> bytes:
     """A tar.gz whose bytes depend only on its contents: sorted names, zero times and owners, gzip mtime 0."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         add(tar)
-    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
+    return gzip.compress(raw.getvalue(), compresslevel=level, mtime=0)
 
 
 def _info(name: str, size: int = 0, mode: int = 0o644, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
@@ -116,7 +116,7 @@ def pack(work: Path) -> bytes:
 
 def wrap(inner: bytes) -> bytes:
     """The object Cloud Build fetches and unpacks: one file, build.tar.gz."""
-    return _tar_gz(lambda tar: tar.addfile(_info(INNER, len(inner)), io.BytesIO(inner)))
+    return _tar_gz(lambda tar: tar.addfile(_info(INNER, len(inner)), io.BytesIO(inner)), level=1)  # gzip in gzip
 
 
 # -- the step scripts (inside the checked archive) ----------------------------------------------------------

@@ -26,6 +26,7 @@ from deepep_a4.cli import main as cli
 from deepep_a4.tools import store, store_build, store_estimate, store_remote
 from tests.components.test_installer import cfg_of
 from tests.conftest import ROOT
+from tests.deepep_a4.test_store import FakeGcs, gcs  # noqa: F401  (a fake of Cloud Storage's JSON API)
 from tests.deepep_a4.test_store_build import Built, built  # noqa: F401  (the local build, as a fixture)
 
 URL = "gs://my-own-project-artifacts/deepep-a4"
@@ -115,11 +116,11 @@ def test_the_source_is_deterministic_and_the_first_step_refuses_a_changed_archiv
     assert not (ws / "build").exists()  # nothing unpacked from bytes the request does not name
 
 
-def publish(work: Path, remote: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def publish(work: Path, remote: Path | str, out: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     script = work / "publish-here.sh"
     script.write_text(store_remote.PUBLISH_SH.replace("/deepep-build", str(work)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEEPEP_", "STORE_"))}
-    env |= {"STORE_URL": str(remote), "BUILDER_OUTPUT": str(out)}
+    env |= {"STORE_URL": str(remote), "BUILDER_OUTPUT": str(out), **extra}
     return subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, check=False)
 
 
@@ -141,6 +142,33 @@ def test_the_publish_step_writes_the_manifest_the_local_publisher_writes(tmp_pat
     victim.write_text("0" * 64 + "\n")
     proc = publish(work, tmp_path / "remote2", out)
     assert proc.returncode != 0 and "written elsewhere" in proc.stderr
+
+
+def test_the_publish_step_publishes_to_cloud_storage_with_the_builds_token(
+    tmp_path: Path,
+    built: Built,  # noqa: F811
+    gcs: str,  # noqa: F811
+) -> None:
+    # Against a fake of the JSON API calls store.sh makes (tests/deepep_a4/test_store.py FakeGcs): create-only
+    # resumable uploads with the sha256 as metadata, the token from the metadata server (Cloud Build's steps
+    # get the build account's token there: GoogleCloudPlatform/cloud-build-local, metadata/metadata.go).
+    _, local_remote, local_sha, _ = built
+    work = tmp_path / "work"
+    store_remote.write_steps(cfg_of(), work)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = publish(work, "gs://bucket/team/deepep", out, DEEPEP_GCS_API=gcs, DEEPEP_METADATA_URL=gcs)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "output").read_text().strip() == local_sha
+    data, meta = FakeGcs.objects[f"team/deepep/manifests/{local_sha}.txt"]
+    assert data == (local_remote / "manifests" / f"{local_sha}.txt" / "data").read_bytes()
+    for line in data.decode().splitlines():
+        digest, rel = line.split("  ")
+        body, meta = FakeGcs.objects[f"team/deepep/{rel}"]
+        assert hashlib.sha256(body).hexdigest() == digest == meta["sha256"]
+    again = publish(work, "gs://bucket/team/deepep", out, DEEPEP_GCS_API=gcs, DEEPEP_METADATA_URL=gcs)
+    assert again.returncode == 0, again.stderr  # 412 on every object: already there with the same digest
+    assert FakeGcs.seen_auth == {"Bearer tok"}  # the digests read back with the metadata server's token
 
 
 @pytest.mark.parametrize(
@@ -234,7 +262,7 @@ def test_the_log_streams_each_line_once_and_the_manifest_comes_from_the_publish_
         store_remote.manifest_sha(cb.Build(id="b", results=cb.Results(build_step_outputs=[b"", b"", b"oops"])))
 
 
-class FakeGcs:
+class FakeStoreGcs:
     def __init__(self, files: dict[str, bytes]):
         self.files = files
         self.put_rels: list[str] = []
@@ -258,30 +286,30 @@ def test_a_remote_build_uploads_its_source_submits_and_checks_the_manifest_it_na
     cfg = gke()
     manifest = b"0123  userspace/python/x.tar.gz\n"
     sha = hashlib.sha256(manifest).hexdigest()
-    gcs = FakeGcs({f"manifests/{sha}.txt": manifest})
+    store_gcs = FakeStoreGcs({f"manifests/{sha}.txt": manifest})
     client = FakeCloudBuild(["WORKING", "SUCCESS"], [b"", b"", sha.encode()])
     out: list[str] = []
     store_build.render(cfg, tmp_path)
     got = store_remote.run(
         cfg, tmp_path, store_build.image_for(cfg, ""), target(cfg), None, out.append, client,
-        FakeLogging([["hello"]]).post, gcs, lambda _: None,  # type: ignore[arg-type]
+        FakeLogging([["hello"]]).post, store_gcs, lambda _: None,  # type: ignore[arg-type]
     )  # fmt: skip
     assert got == sha
     parent, project, req = client.created[0]
     assert parent == f"projects/{cfg.project}/locations/{cfg.region}" and project == cfg.project
-    inner = tarfile.open(fileobj=io.BytesIO(gcs.files[gcs.put_rels[0]])).extractfile("build.tar.gz").read()  # type: ignore[union-attr]
-    assert gcs.put_rels[0] == f"staging/build-{hashlib.sha256(inner).hexdigest()}.tar.gz"
+    inner = tarfile.open(fileobj=io.BytesIO(store_gcs.files[store_gcs.put_rels[0]])).extractfile("build.tar.gz").read()  # type: ignore[union-attr]
+    assert store_gcs.put_rels[0] == f"staging/build-{hashlib.sha256(inner).hexdigest()}.tar.gz"
     assert req.source.storage_source.generation == 1764288000123456  # these bytes, not a later upload
     assert "hello" in out
-    gcs.files[f"manifests/{sha}.txt"] = b"something else\n"
+    store_gcs.files[f"manifests/{sha}.txt"] = b"something else\n"
     client = FakeCloudBuild(["SUCCESS"], [b"", b"", sha.encode()])
     with pytest.raises(click.ClickException, match="does not have that sha256"):
         store_remote.run(cfg, tmp_path, "i@sha256:" + "0" * 64, target(cfg), None, out.append, client,
-                         FakeLogging([]).post, gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+                         FakeLogging([]).post, store_gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
     client = FakeCloudBuild(["FAILURE"], [])
     with pytest.raises(click.ClickException, match="ended FAILURE"):
         store_remote.run(cfg, tmp_path, "i@sha256:" + "0" * 64, target(cfg), None, out.append, client,
-                         FakeLogging([]).post, gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+                         FakeLogging([]).post, store_gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
 
 
 def test_the_price_is_cited_with_its_date_and_the_estimate_is_derived_from_the_measured_build() -> None:
