@@ -36,6 +36,7 @@ import re
 import shutil
 import tarfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,16 @@ def remote_reason(remote: bool, which: Callable[[str], str | None] | None = None
     if arch.lower() not in ("x86_64", "amd64"):
         return f"this machine is {arch}, the build is linux/amd64 (emulation would take hours)"
     return ""
+
+
+def cloudbuild() -> Any:
+    """The client library (imported on first use: 4 s), without google.api_core's FutureWarning about
+    Python 3.11's end of life (2027-10-24): the project supports 3.11 (pyproject.toml)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        from google.cloud.devtools import cloudbuild_v1
+
+    return cloudbuild_v1
 
 
 def service_account(project: str) -> str:
@@ -162,8 +173,9 @@ def source_object(store_url: str, sha: str) -> str:
 
 def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: int = 0) -> Any:
     """The Cloud Build request (cloudbuild_v1.Build). No `$` in any step: Cloud Build would substitute it."""
-    from google.cloud.devtools import cloudbuild_v1 as cb
     from google.protobuf import duration_pb2
+
+    cb = cloudbuild()
 
     bucket, _ = split_store_url(target.store_url)
     root = f"ln -sfn {WORKSPACE}/build /deepep-build && "  # the paths of the local build's mounts
@@ -198,8 +210,7 @@ def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: 
 
 
 def as_json(build: Any) -> str:
-    from google.cloud.devtools import cloudbuild_v1 as cb
-
+    cb = cloudbuild()
     return cb.Build.to_json(build, indent=2, use_integers_for_enums=False, always_print_fields_with_no_presence=False)
 
 
@@ -291,8 +302,7 @@ def prepare(cfg: StackConfig, work: Path, from_dir: Path | None, fill: bool, ech
 
 
 def make_client() -> Any:
-    from google.cloud.devtools import cloudbuild_v1 as cb
-
+    cb = cloudbuild()
     return cb.CloudBuildClient()
 
 

@@ -19,6 +19,7 @@ PUBLISH_SH = """#!/bin/bash
 # digest stops it (written elsewhere); then the manifest, whose sha256 goes to $BUILDER_OUTPUT/output.
 set -euo pipefail
 LOCAL=/deepep-build/store
+# shellcheck disable=SC2034  # store.sh's curl reads it
 DOWNLOAD_TIMEOUT_S=600
 die() { echo "publish: $*" >&2; exit 1; }
 log() { echo "publish: $*"; }

