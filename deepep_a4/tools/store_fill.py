@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
+
 from components.config import StackConfig
 
 MANIFEST_KEY = "deepep-a4:artifactStoreManifest"
@@ -29,7 +31,9 @@ def default_builder(cfg: StackConfig) -> tuple[str, str]:
 
     url, image = cfg.installer.store_url, store_build.image_for(cfg, "")
     work = Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
-    if store_remote.remote_reason(False):
+    if why := store_remote.remote_reason(False):
+        if not url.startswith("gs://"):
+            raise click.ClickException(f"artifactStore {url}: a build on Cloud Build ({why}) needs gs://BUCKET/PREFIX")
         store_build.render(cfg, work)
         target = store_remote.Target(cfg.project, cfg.region, url, store_build.build_root(cfg))
         sha = store_remote.run(cfg, work, image, target, None)
@@ -66,7 +70,10 @@ def fill_and_pin(
         say(f"stack {name} pins no store manifest. A store build on Cloud Build: {store_estimate.estimate_line()}")
         if ask("build the store now and pin its manifest? [y/N] ").strip().lower() not in ("y", "yes"):
             return f"no store manifest and no build: run {manual}, or answer y (or pass --build-store)"
-    sha, text = (builder or default_builder)(cfg)
+    try:
+        sha, text = (builder or default_builder)(cfg)
+    except click.ClickException as err:
+        return f"the store build failed, nothing pinned: {err.format_message()}"
     say(f"the manifest you are about to pin ({sha}): every object the nodes will take, with its sha256")
     for line in text.splitlines():
         say(f"  {line}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from components import config
@@ -93,3 +94,15 @@ def test_the_flag_builds_shows_the_manifest_and_pins_it_before_up(
     assert calls.index(f"build {STORE}") < calls.index(f"set {store_fill.MANIFEST_KEY}={SHA}") < calls.index("up")
     assert f"  {MANIFEST.strip()}" in said  # the user sees what is pinned
     assert stack.keys[store_fill.MANIFEST_KEY] == SHA
+
+
+def test_a_failed_build_pins_nothing_and_says_so_in_one_line() -> None:
+    calls: list[str] = []
+    stack = PinningStack(calls, raw())
+
+    def failing(cfg: config.StackConfig) -> tuple[str, str]:
+        raise click.ClickException("Cloud Build b-1 ended FAILURE: step build exited 1")
+
+    got = store_fill.fill_and_pin("gce-b200", cfg_with(), stack, True, input, calls.append, False, failing)
+    assert got == "the store build failed, nothing pinned: Cloud Build b-1 ended FAILURE: step build exited 1"
+    assert not [c for c in calls if c.startswith("set ")]
