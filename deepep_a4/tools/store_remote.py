@@ -90,7 +90,7 @@ def service_account(project: str) -> str:
 # -- the source archive ------------------------------------------------------------------------------------
 
 
-def _tar_gz(add: Callable[[tarfile.TarFile], None], level: int = 6) -> bytes:
+def _tar_gz(add: Callable[[tarfile.TarFile], None], level: int = 1) -> bytes:
     """A tar.gz whose bytes depend only on its contents: sorted names, zero times and owners, gzip mtime 0."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -126,8 +126,8 @@ def pack(work: Path) -> bytes:
 
 
 def wrap(inner: bytes) -> bytes:
-    """The object Cloud Build fetches and unpacks: one file, build.tar.gz."""
-    return _tar_gz(lambda tar: tar.addfile(_info(INNER, len(inner)), io.BytesIO(inner)), level=1)  # gzip in gzip
+    """The object Cloud Build fetches and unpacks: one file, build.tar.gz (stored: it is compressed already)."""
+    return _tar_gz(lambda tar: tar.addfile(_info(INNER, len(inner)), io.BytesIO(inner)), level=0)
 
 
 # -- the step scripts (inside the checked archive) ----------------------------------------------------------
