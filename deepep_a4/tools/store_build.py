@@ -21,6 +21,7 @@ The builder runs on the user's own machine and credentials instead:
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -273,6 +274,9 @@ def remote_build(
     """The build on Cloud Build (store_remote.py); returns the manifest's sha256 ("" after a dry run)."""
     if not url.startswith("gs://"):
         raise click.UsageError(f"--store {url!r}: a build on Cloud Build ({why}) publishes to gs://BUCKET/PREFIX only")
+    if project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
+        # https://cloud.google.com/resource-manager/docs/creating-managing-projects (project ID requirements)
+        raise click.UsageError(f"--build-project {project!r} is not a project id (6-30 chars: a-z 0-9 -, letter first)")
     target = store_remote.Target(project or cfg.project, cfg.region, url, build_root(cfg))
     click.echo(f"building on Cloud Build ({why}): {store_estimate.estimate_line()}")
     render(cfg, work)

@@ -212,6 +212,15 @@ def test_dry_run_without_docker_prints_the_cloud_build_request(tmp_path: Path, m
     assert req.source.storage_source.bucket == "my-own-project-artifacts" and "@sha256:" in req.steps[1].name
 
 
+def test_a_build_project_that_is_no_project_id_is_refused_in_one_line(tmp_path: Path) -> None:
+    args = ["store", "build", "--stack", "gke-b200", "--store", URL, "--remote", "--dry-run", "--work", str(tmp_path)]
+    result = CliRunner().invoke(cli, [*args, "--build-project", "My_Project"])
+    assert result.exit_code == 2 and "--build-project 'My_Project' is not a project id" in result.output
+    ok = CliRunner().invoke(cli, [*args, "--build-project", "store-project-1"])
+    account = "projects/store-project-1/serviceAccounts/deepep-store-builder@store-project-1"
+    assert ok.exit_code == 0 and account in ok.output
+
+
 def test_a_remote_build_needs_a_bucket(tmp_path: Path) -> None:
     args = ["store", "build", "--stack", "gke-b200", "--store", str(tmp_path / "s"), "--remote", "--dry-run"]
     result = CliRunner().invoke(cli, args)
