@@ -30,6 +30,9 @@ from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
 CREATE_ROLE = "roles/storage.objectCreator"
+# The remote store build's own identity (deepep_a4/tools/store_remote.py): made by the store project (store/).
+BUILDER_ACCOUNT_ID = "deepep-store-builder"
+LOG_WRITER_ROLE = "roles/logging.logWriter"
 # Build locks older than this are stale (store.sh ignores expired ones; nodes cannot delete them).
 LOCK_MAX_AGE_DAYS = 1
 
@@ -176,6 +179,52 @@ class ArtifactStoreBucket(pulumi.ComponentResource):
         )
         self.url = pulumi.Output.concat("gs://", self.bucket.name, f"/{base}".rstrip("/"))
         self.register_outputs({"url": self.url})
+
+
+class StoreBuilder(pulumi.ComponentResource):
+    """`store build --remote`'s service account: it reads (its source, the objects it checks) and creates objects
+    under the store's prefix, nothing else of the bucket, and writes its build's log (Cloud Build with a
+    user-specified account logs to Cloud Logging: roles/logging.logWriter,
+    https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts). It holds
+    no delete, so it can never replace an object (create-only, as the nodes' grant)."""
+
+    account: gcp.serviceaccount.Account
+    grants: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: ArtifactStoreBucketArgs, bucket: pulumi.Input[str], opts=None):
+        super().__init__("deepep-a4:store:StoreBuilder", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.account = gcp.serviceaccount.Account(
+            name,
+            account_id=BUILDER_ACCOUNT_ID,
+            project=args.project,
+            display_name="deepep-a4 store builder (Cloud Build)",
+            description="Runs `deepep-a4 store build --remote`: creates objects under the store prefix only.",
+            opts=child,
+        )
+        member = self.account.email.apply(lambda e: f"serviceAccount:{e}")
+        prefix = args.prefix.strip("/")
+        self.grants = [
+            gcp.storage.BucketIAMMember(
+                f"{name}-{role.rsplit('.', 1)[-1].lower()}",
+                bucket=bucket,
+                role=role,
+                member=member,
+                condition=gcp.storage.BucketIAMMemberConditionArgs(
+                    title=f"deepep-a4 store prefix {prefix or '(whole bucket)'}"[:100],
+                    description="The store builder: objects under the artifact store's prefix only (docs/store.md).",
+                    expression=pulumi.Output.from_input(bucket).apply(lambda b: prefix_condition(b, prefix)),
+                ),
+                opts=child,
+            )
+            for role in (READ_ROLE, CREATE_ROLE)
+        ]
+        self.grants.append(
+            gcp.projects.IAMMember(
+                f"{name}-logwriter", project=args.project, role=LOG_WRITER_ROLE, member=member, opts=child
+            )
+        )
+        self.register_outputs({"email": self.account.email})
 
 
 def store_name_warning(cfg: StackConfig) -> str:

@@ -1,9 +1,9 @@
-"""The artifact store's bucket (docs/store.md): `cd store && pulumi up -s demo`."""
+"""The artifact store's bucket and the remote builder's identity (docs/store.md): `cd store && pulumi up -s demo`."""
 
 import pulumi
 import pulumi_gcp as gcp
 
-from components.store import ArtifactStoreBucket, store_settings
+from components.store import ArtifactStoreBucket, StoreBuilder, store_settings
 
 try:
     settings = store_settings(pulumi.Config("deepep-a4-store"))
@@ -12,4 +12,6 @@ except ValueError as err:
 
 provider = gcp.Provider("gcp", project=settings.project)
 store = ArtifactStoreBucket("artifacts", settings, pulumi.ResourceOptions(providers=[provider]))
+builder = StoreBuilder("builder", settings, store.bucket.name, pulumi.ResourceOptions(providers=[provider]))
 pulumi.export("artifactStore", store.url)
+pulumi.export("storeBuilder", builder.account.email)

@@ -26,7 +26,7 @@ import pulumi
 
 from components import config, gke_gib, installer, pins, staging, store
 from deepep_a4 import stackfile
-from deepep_a4.tools import cost, plan_engine
+from deepep_a4.tools import cost, plan_engine, store_estimate
 from deepep_a4.tools.bringup_table import expected_bringup
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -356,6 +356,8 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
             else "every node builds cold (docs/store.md)"
         )
         lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
+    if lines:  # the build the lines above ask for, on Cloud Build (store build --remote, or `run --build-store`)
+        lines.append(f"  store build on Cloud Build: {store_estimate.estimate_line()}")
     if first_up := installer.first_up_names(cfg):
         lines.append(
             f"STAND-IN: the sha256 of {', '.join(first_up)} ({plan_engine.STAND_IN}: downloaded once on your "

@@ -54,6 +54,8 @@ from deepep_a4.tools.run_platforms import (
     Progress,
     RunFailedError,
 )
+from deepep_a4.tools import store_fill
+from deepep_a4.tools.store_fill import fill_and_pin
 from deepep_a4.tools.timeline import NodeTimeline
 
 ROOT = project_root()
@@ -322,6 +324,7 @@ class Deps:
     sleep: Callable[[float], None] = time.sleep
     # The checks before anything is created (run_preflight.check when None): one line per problem.
     preflight: Callable[[str, config.StackConfig, bool], list[str]] | None = None
+    tty: Callable[[], bool] = sys.stdin.isatty
 
 
 POSITIVE = click.FloatRange(min=0, min_open=True)
@@ -335,6 +338,7 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--out", help="report folder (default build/report/STACK)")
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
+@click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -350,6 +354,7 @@ def execute(
     install_timeout: float,
     poll: float,
     deps: Deps,
+    build_store: bool = False,
 ) -> int:
     say, which = deps.say, deps.which
     try:
@@ -381,9 +386,14 @@ def execute(
         say(f"error: cannot open stack {name} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
     refusal = None if destroy_only else deployed_refusal(name, cfg, stack)
+    refusal = refusal or (
+        None if destroy_only else fill_and_pin(name, cfg, stack, build_store, deps.ask, say, deps.tty())
+    )
     if refusal:
         say(f"error: {refusal}")
         return EXIT_USAGE
+    if not destroy_only and store_fill.needs_build(cfg):  # pinned just now: read the stack's config again
+        cfg = stack_cfg(name, stack.raw_config() if hasattr(stack, "raw_config") else None)
     if cfg.platform == "gke" and which(AUTH_PLUGIN) is None:
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
         say(AUTH_PLUGIN_MISSING)

@@ -70,6 +70,12 @@ class AutomationStack:
         update only at the resource that violates it, after the ones before it exist."""
         self._stack.preview(on_output=on_output, color="never", policy_packs=[str(POLICY_PACK)])
 
+    def set_config(self, key: str, value: str) -> None:
+        """`pulumi config set KEY VALUE -s NAME`: written into stacks/Pulumi.NAME.yaml (stackConfigDir)."""
+        from pulumi import automation as auto
+
+        self._stack.set_config(key, auto.ConfigValue(value=value))
+
     def up(self, on_output: Callable[[str], Any]) -> None:
         self._stack.up(on_output=on_output, color="never", policy_packs=[str(POLICY_PACK)])
 

@@ -179,5 +179,8 @@ def check(
             policy = policy_env_problem(pack)
         except OSError as err:  # the link could not be made (a read-only checkout): say so, no traceback
             policy = f"could not make the policy pack's environment {pack or POLICY_PACK}/venv: {err}"
-        problems += [p for p in [policy, store_gate.unpinned_store(cfg)] if p]
+        # A stack that names its store but pins no manifest is run's to fill (store_fill.fill_and_pin asks, or
+        # --build-store); one with no store at all has nothing to fill and is refused here.
+        store = None if cfg.installer.store_url else store_gate.unpinned_store(cfg)
+        problems += [p for p in [policy, store] if p]
     return problems

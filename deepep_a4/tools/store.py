@@ -152,6 +152,17 @@ class GcsStore:
         meta = json.loads(proc.stdout or "{}")
         return str((meta.get("custom_fields") or meta.get("metadata") or {}).get("sha256", ""))
 
+    def generation(self, rel: str) -> int:
+        """The object's generation (0 when absent): pins exactly these bytes."""
+        proc = self._gcloud("objects", "describe", f"{self.url}/{rel}", "--format=json")
+        return int(json.loads(proc.stdout or "{}").get("generation") or 0) if proc.returncode == 0 else 0
+
+    def read(self, rel: str) -> bytes:
+        proc = subprocess.run([self.gcloud, "storage", "cat", f"{self.url}/{rel}"], capture_output=True, check=False)
+        if proc.returncode != 0:
+            raise click.ClickException(f"gcloud storage cat {self.url}/{rel} failed: {proc.stderr.decode()[-400:]}")
+        return proc.stdout
+
     def put(self, rel: str, file: Path) -> bool:
         proc = self._gcloud(
             "cp",

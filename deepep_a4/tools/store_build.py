@@ -21,6 +21,7 @@ The builder runs on the user's own machine and credentials instead:
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ import click
 
 from components import installer, staging
 from components.config import StackConfig
-from deepep_a4.tools import store
+from deepep_a4.tools import store, store_estimate, store_remote
 
 # The container's view: the rendered installer and the local store (the install root is the nodes').
 BUILD_DIR = "/deepep-build"
@@ -228,16 +229,36 @@ def build(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="take the sources from this folder (named as the store names them) instead of downloading",
 )
-@click.option("--dry-run", is_flag=True, help="render the build and print the container command; run nothing")
+@click.option(
+    "--remote",
+    is_flag=True,
+    help="build on Cloud Build (also chosen when this machine has no docker or is not x86_64)",
+)
+@click.option("--build-project", default="", help="--remote: the project that runs the build; default: the stack's")
+@click.option(
+    "--dry-run", is_flag=True, help="render the build and print the container command or the Cloud Build request"
+)
 def build_command(
-    stack: str, store_url: str, image: str, work: Path | None, from_dir: Path | None, dry_run: bool
+    stack: str,
+    store_url: str,
+    image: str,
+    work: Path | None,
+    from_dir: Path | None,
+    remote: bool,
+    build_project: str,
+    dry_run: bool,
 ) -> None:
     """Build the stack's artifacts in a CUDA container and publish them with a manifest to pin."""
     # A dry run renders and prints, and touches no store: it works before the stack names one.
     cfg, url = store.stack_and_store(stack, store_url, required=not dry_run)
     chosen = image_for(cfg, image)
     folder: Path = work or Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
-    if dry_run:
+    why = store_remote.remote_reason(remote)
+    if why:
+        sha = remote_build(cfg, url, chosen, folder, from_dir, build_project, why, dry_run)
+        if not sha:
+            return
+    elif dry_run:
         render(cfg, folder)
         click.echo(f"rendered {folder}/installer: phases {' '.join(build_phases(cfg))}")
         click.echo(" ".join(container_command(chosen, folder.resolve(), build_root(cfg))))
@@ -247,9 +268,33 @@ def build_command(
                 f"deepep-a4:artifactStore gs://BUCKET/PREFIX -s {cfg.stack}) or --store"
             )
         return
-    sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
+    else:
+        sha = build(cfg, folder, store.open_store(url), chosen, from_dir)
     click.echo(f"manifest {url}/manifests/{sha}.txt")
     click.echo(f"pin it in the stack: pulumi config set deepep-a4:artifactStoreManifest {sha} -s {cfg.stack}")
+
+
+def remote_build(
+    cfg: StackConfig, url: str, image: str, work: Path, from_dir: Path | None, project: str, why: str, dry_run: bool
+) -> str:
+    """The build on Cloud Build (store_remote.py); returns the manifest's sha256 ("" after a dry run)."""
+    if not url.startswith("gs://"):
+        raise click.UsageError(f"--store {url!r}: a build on Cloud Build ({why}) publishes to gs://BUCKET/PREFIX only")
+    if project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
+        # https://cloud.google.com/resource-manager/docs/creating-managing-projects (project ID requirements)
+        raise click.UsageError(f"--build-project {project!r} is not a project id (6-30 chars: a-z 0-9 -, letter first)")
+    target = store_remote.Target(project or cfg.project, cfg.region, url, build_root(cfg))
+    click.echo(f"building on Cloud Build ({why}): {store_estimate.estimate_line()}")
+    render(cfg, work)
+    if not dry_run:
+        return store_remote.run(cfg, work, image, target, from_dir)
+    _, sha = store_remote.prepare(cfg, work, from_dir, fill=False)
+    click.echo(
+        f"rendered {work}: phases {' '.join(build_phases(cfg))}; build.tar.gz sha256 {sha} (sources not fetched)"
+    )
+    click.echo(f"POST https://cloudbuild.googleapis.com/v1/{target.parent}/builds")
+    click.echo(store_remote.as_json(store_remote.request(cfg, image, target, sha)))
+    return ""
 
 
 # `deepep-a4 store`: the store's group (fill) with build added here, so that store.py imports nothing of this.

@@ -149,3 +149,64 @@ def test_the_offline_plan_warns_once_when_the_store_bucket_does_not_look_like_th
     assert "my-own-project" in warnings[0]
     text = plan_printout(monkeypatch, tmp_path, project="my-own-project", artifactStore=OWN)
     assert not [line for line in text.splitlines() if line.startswith("WARNING: artifactStore")]
+
+
+# The store builder's identity (components/store.py StoreBuilder, made by store/): what its grants let it do.
+# Object IAM conditions see `resource.name` as projects/_/buckets/BUCKET/objects/OBJECT
+# (https://cloud.google.com/iam/docs/conditions-attribute-reference#resource-name, Cloud Storage row).
+# Role contents (https://cloud.google.com/storage/docs/access-control/iam-roles): objectViewer holds
+# storage.objects.get/list, objectCreator storage.objects.create (and multipart uploads), neither
+# storage.objects.delete, which an overwrite needs (https://cloud.google.com/storage/docs/access-control/iam-permissions).
+ROLE_PERMISSIONS = {
+    "roles/storage.objectViewer": {"storage.objects.get", "storage.objects.list", "storage.managedFolders.get",
+                                   "storage.managedFolders.list", "resourcemanager.projects.get"},
+    "roles/storage.objectCreator": {"storage.objects.create", "storage.managedFolders.create",
+                                    "storage.multipartUploads.create", "storage.multipartUploads.abort",
+                                    "storage.multipartUploads.listParts"},
+    "roles/logging.logWriter": {"logging.logEntries.create", "logging.logEntries.route"},
+}  # fmt: skip
+
+
+def builder_grants() -> tuple[list[dict[str, Any]], str]:
+    config = {"deepep-a4-store:project": "my-own-project", "deepep-a4-store:prefix": "deepep-a4"}
+
+    def program() -> None:
+        runpy.run_path(str(ROOT / "store" / "__main__.py"), run_name="__main__")
+
+    result, _ = plan_engine.run_program("demo", config, program=program)
+    account = [r for r in result.resources if r["type"] == "gcp:serviceaccount/account:Account"]
+    assert [(a["inputs"]["accountId"], a["inputs"]["project"]) for a in account] == [
+        (store.BUILDER_ACCOUNT_ID, "my-own-project")
+    ]
+    # The account's email (the mock's stand-in for the provider's computed one) is what every grant names.
+    member = f"serviceAccount:{store.BUILDER_ACCOUNT_ID}@"
+    grants = [r for r in result.resources if str(r["inputs"].get("member", "")).startswith(member)]
+    return grants, member
+
+
+def allowed(expression: str, name: str) -> bool:
+    celpy = pytest.importorskip("celpy")
+    env = celpy.Environment()
+    return bool(env.program(env.compile(expression)).evaluate(celpy.json_to_cel({"resource": {"name": name}})))
+
+
+def test_the_store_builder_creates_and_reads_under_the_prefix_only_and_writes_its_log() -> None:
+    grants, _ = builder_grants()
+    on_bucket = [g for g in grants if g["type"] == BUCKET_IAM]
+    assert {g["inputs"]["role"] for g in on_bucket} == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    on_project = [g for g in grants if g["type"] == "gcp:projects/iAMMember:IAMMember"]
+    assert [(g["inputs"]["role"], g["inputs"]["project"]) for g in on_project] == [
+        ("roles/logging.logWriter", "my-own-project")
+    ]
+    assert len(grants) == 3  # nothing else: no token creator, no storage admin, no project-wide storage role
+    held = set().union(*(ROLE_PERMISSIONS[g["inputs"]["role"]] for g in grants))
+    assert "storage.objects.delete" not in held and "storage.objects.update" not in held  # never replaces
+    objects = "projects/_/buckets/my-own-project-artifacts/objects/"
+    for g in on_bucket:
+        expression = g["inputs"]["condition"]["expression"]
+        assert g["inputs"]["bucket"] == "my-own-project-artifacts"
+        assert allowed(expression, objects + "deepep-a4/manifests/x.txt")
+        assert allowed(expression, objects + "deepep-a4/staging/build-x.tar.gz")  # its own source
+        assert not allowed(expression, objects + "deepep-a4-other/x")  # a sibling prefix: no
+        assert not allowed(expression, objects + "results/x")  # the rest of the bucket: no
+        assert not allowed(expression, "projects/_/buckets/another-bucket/objects/deepep-a4/x")

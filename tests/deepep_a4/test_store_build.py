@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from components import config, installer, staging
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import store, store_build
+from deepep_a4.tools import store, store_build, store_remote
 from tests.components.test_installer import Machine, cfg_of
 from tests.conftest import ROOT
 
@@ -203,7 +203,12 @@ def test_deepep_from_the_store_must_be_the_pinned_commit(tmp_path: Path, monkeyp
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_store_build_dry_run_renders_and_names_the_container(stack: str, tmp_path: Path) -> None:
+def test_store_build_dry_run_renders_and_names_the_container(
+    stack: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A machine that can build here (docker on PATH, x86_64): the local build (test_store_remote.py: the other)
+    monkeypatch.setattr(store_remote.shutil, "which", lambda _: "/usr/bin/docker")
+    monkeypatch.setattr(store_remote.platform, "machine", lambda: "x86_64")
     store = str(tmp_path / "store")  # the example stacks name no store of ours: the builder is told one
     args = ["store", "build", "--stack", stack, "--store", store, "--work", str(tmp_path), "--dry-run"]
     result = CliRunner().invoke(cli, args)
