@@ -44,6 +44,7 @@ from deepep_a4.paths import project_root
 from deepep_a4.tools import (
     cost,
     run_preflight,
+    store_fill,
 )
 from deepep_a4.tools import timeline as times
 from deepep_a4.tools.bringup_table import TableError, expected_bringup
@@ -54,7 +55,6 @@ from deepep_a4.tools.run_platforms import (
     Progress,
     RunFailedError,
 )
-from deepep_a4.tools import store_fill
 from deepep_a4.tools.store_fill import fill_and_pin
 from deepep_a4.tools.timeline import NodeTimeline
 
