@@ -16,6 +16,13 @@ from deepep_a4.tools import store_fill
 from tests.conftest import ROOT
 from tests.deepep_a4.test_run_benchmark import FakeProbe, FakeStack, ready, run
 
+
+@pytest.fixture(autouse=True)
+def no_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks before anything is created are tests/deepep_a4/test_run_preflight.py's, on a stand-in CLI."""
+    monkeypatch.setattr(rb.run_preflight, "check", lambda *args, **kwargs: [])
+
+
 STORE = "gs://my-own-project-artifacts/deepep-a4"
 SHA = "c" * 64
 MANIFEST = f"{'d' * 64}  userspace/python/k.tar.gz\n"
