@@ -28,7 +28,7 @@ POD_NETWORKING = ("hostNetwork", "multiNetwork")
 # supported: the node image Google supports for A4 RDMA (GKE: COS with GKE's driver; GCE: the accelerator image),
 # user space staged from the store; host-install: the field reports' path (Ubuntu, own driver, DOCA-OFED, regkey).
 NODE_PROFILES = ("supported", "host-install")
-BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
+BENCHMARK_TESTS = ("intranode", "low-latency", "internode", "elastic")  # elastic: DeepEP V2 only
 DEEPEP_APIS = ("v1", "v2")
 
 # Google documents at most 150 VMs per compact placement policy.

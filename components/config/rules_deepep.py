@@ -29,6 +29,12 @@ def check_deepep_api(v: dict[str, Any], problems: list[Problem]) -> None:
     ref = upstream.DEEPEP_REFS.get(v["deepepRef"])
     if ref is None or v["deepepApi"] not in ("v1", "v2"):
         return  # an unknown ref or api has its own line already
+    if v["deepepApi"] == "v1" and "elastic" in v["benchmarks"]:
+        problems.append(
+            Problem(
+                "benchmarks", "elastic", "the elastic test is DeepEP V2's (tests/elastic/test_ep.py): set deepepApi=v2"
+            )
+        )
     if v["deepepApi"] == "v1":
         if ref.api == "v2":
             problems.append(
