@@ -18,7 +18,7 @@ phase_inputs() {
   echo "torch=$TORCH_VERSION index=$TORCH_INDEX_URL numpy=$NUMPY_SPEC"
   if [[ -n ${TORCH_LOCK:-} ]]; then echo "lock=$TORCH_LOCK $(sha256_of "$HERE/$TORCH_LOCK")"; fi
   if [[ $NVSHMEM_SOURCE == pip ]]; then echo "constraint=$(nvshmem_wheel)==$NVSHMEM_VERSION"; fi
-  if [[ ${DEEPEP_API:-v1} == v2 ]]; then echo "nccl=$NCCL_WHEEL_FILE ${SHA256[$NCCL_WHEEL_FILE]}"; fi
+  if [[ ${DEEPEP_API:-v1} == v2 ]]; then echo "nccl=$NCCL_WHEEL_FILE ${SHA256[$NCCL_WHEEL_FILE]:-}"; fi
 }
 
 # The interpreter the venv is made from (the pods' copy inside R on GKE is made from it too).
