@@ -94,3 +94,36 @@ def test_v2_runs_with_torch_2_11_cu130() -> None:
 def test_other_combinations_are_refused_with_one_line(raw: dict[str, Any], key: str, words: str) -> None:
     problem = _only(**raw)
     assert problem.key == key and words in problem.allowed, str(problem)
+
+
+def test_v2_names_itself_and_its_nccl_in_the_staged_parts_and_v1_keys_stay() -> None:
+    from components import staging
+
+    supported = {"nodeProfile": "supported"}
+    v1, v2 = _parse(**supported), _parse(deepepApi="v2", **supported)
+    assert "deepepApi" not in staging._inputs(v1, "gke")["pytorch"]  # V1's keys as before V2 existed
+    for part in ("pytorch", "deepep"):
+        doc = staging._inputs(v2, "gke")[part]
+        assert (doc["deepepApi"], doc["nccl"]) == ("v2", "2.32.3")
+        assert staging.part_key(v1, "gke", part) != staging.part_key(v2, "gke", part)
+    assert staging.part_key(v1, "gke", "nvshmem") == staging.part_key(v2, "gke", "nvshmem")
+
+
+def test_the_elastic_pod_mounts_the_jit_cache_writable_over_the_read_only_root() -> None:
+    # V2 compiles kernels into EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp); the env file points it at <root>/deepep-jit.
+    from components import gke_bench
+
+    cfg = _parse(deepepApi="v2", nodeProfile="supported", benchmarks=["intranode", "elastic"])
+    spec = gke_bench.bench_pod_spec(cfg, "elastic", "runner-cm", "hash")
+    root = gke_bench.node_paths(cfg)["root"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volume_mounts"]}
+    assert mounts["install-root"]["read_only"] is True
+    assert mounts["deepep-jit"] == {"name": "deepep-jit", "mount_path": f"{root}/deepep-jit"}
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["deepep-jit"]["host_path"] == {"path": f"{root}/deepep-jit", "type": "DirectoryOrCreate"}
+    v1 = gke_bench.bench_pod_spec(_parse(nodeProfile="supported"), "intranode", "runner-cm", "hash")
+    assert "deepep-jit" not in {v["name"] for v in v1["volumes"]}
+
+
+def test_elastic_is_refused_without_v2() -> None:
+    assert _only(benchmarks=["intranode", "elastic"]).allowed.startswith("the elastic test is DeepEP V2's")
