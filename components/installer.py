@@ -154,12 +154,12 @@ def checksums(cfg: StackConfig) -> dict[str, str]:
 
 
 def deepep_v2_values(cfg: StackConfig) -> dict[str, object]:
-    """config.sh's DeepEP V2 values (none for V1, whose phases read DEEPEP_API unset as v1): the NCCL wheel
+    """config.sh's DeepEP V2 values (V1: an empty wheel, and DEEPEP_API unset, read as v1): the NCCL wheel
     that replaces PyTorch's in the venv (one NCCL per process: DeepEP V2 deep_ep/__init__.py check_nccl_so)
     and the fmt submodule commit the V2 tree needs (third-party/fmt)."""
     v = cfg.versions
-    if v.deepep_api != "v2":
-        return {}
+    if v.deepep_api != "v2":  # nothing to download: the phase's fetch of the wheel names an empty URL
+        return {"NCCL_WHEEL_FILE": "", "NCCL_WHEEL_URL": ""}
     package, wheel, _ = versions.nccl_wheel(v.nccl, v.torch_cuda_variant)
     return {
         "DEEPEP_API": "v2",
