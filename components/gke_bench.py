@@ -243,6 +243,12 @@ def bench_pod_spec(cfg: StackConfig, test: str, runner_cm: pulumi.Input[str], in
         # The staged libibverbs names its provider by absolute path: no provider folder of the image is used.
         container["volume_mounts"] = [m for m in container["volume_mounts"] if not m["name"].startswith("verbs-")]
         spec["volumes"] = [v for v in spec["volumes"] if not v["name"].startswith("verbs-")]
+    if cfg.versions.deepep_api == "v2":
+        # DeepEP V2's JIT cache (EP_JIT_CACHE_DIR, the env phase's R/deepep-jit): writable over the read-only
+        # root, so a node's pods compile each kernel once (Kubernetes mounts the nested path over the parent's).
+        jit = f"{root}/deepep-jit"
+        spec["containers"][0]["volume_mounts"].append({"name": "deepep-jit", "mount_path": jit})
+        spec["volumes"].append({"name": "deepep-jit", "host_path": {"path": jit, "type": "DirectoryOrCreate"}})
     if flex_start:
         spec["init_containers"] = [wait_installed_container(cfg, installed_hash)]
     if host_network:

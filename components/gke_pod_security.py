@@ -118,8 +118,10 @@ def image_skips(cfg: StackConfig) -> dict[str, str]:
 
 def bench_needs_rdma(test: str) -> bool:
     """Internode crosses nodes over RDMA; low-latency runs NVSHMEM's IBGDA transport, which opens the NICs
-    and registers its heap with them even within one node. Intranode is NVLink and CUDA IPC only."""
-    return test in ("internode", "low-latency")
+    and registers its heap with them even within one node. Intranode is NVLink and CUDA IPC only. DeepEP V2's
+    elastic test opens NCCL's Gin over the NICs at ElasticBuffer creation even on one node (csrc/kernels/backend/
+    nccl.cu asserts a Gin type unless EP_DISABLE_GIN), so its pod sees the NICs as well."""
+    return test in ("internode", "low-latency", "elastic")
 
 
 def bench_container_security(cfg: StackConfig, test: str) -> dict[str, Any]:

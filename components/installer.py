@@ -144,10 +144,38 @@ OVERRIDE_FETCH_NAMES = {
 def checksums(cfg: StackConfig) -> dict[str, str]:
     """The SHA256 table of config.sh: the project's pins and the digest of every versionOverrides download."""
     pins = dict(CHECKSUMS)
+    if cfg.versions.deepep_api == "v2":  # the NCCL wheel DeepEP V2 runs with, pinned as PyPI serves it
+        _, wheel, sha = versions.nccl_wheel(cfg.versions.nccl, cfg.versions.torch_cuda_variant)
+        pins[wheel] = sha
     for o in cfg.versions.overrides:
         if o.component in OVERRIDE_FETCH_NAMES:
             pins[OVERRIDE_FETCH_NAMES[o.component].format(version=o.version)] = o.sha256
     return pins
+
+
+def deepep_v2_values(cfg: StackConfig) -> dict[str, object]:
+    """config.sh's DeepEP V2 values (V1: an empty wheel, and DEEPEP_API unset, read as v1): the NCCL wheel
+    that replaces PyTorch's in the venv (one NCCL per process: DeepEP V2 deep_ep/__init__.py check_nccl_so)
+    and the fmt submodule commit the V2 tree needs (third-party/fmt)."""
+    v = cfg.versions
+    if v.deepep_api != "v2":  # nothing to download: the phase's fetch of the wheel names an empty URL
+        return {"NCCL_WHEEL_FILE": "", "NCCL_WHEEL_URL": ""}
+    package, wheel, _ = versions.nccl_wheel(v.nccl, v.torch_cuda_variant)
+    return {
+        "DEEPEP_API": "v2",
+        "NCCL_VERSION": v.nccl,
+        "NCCL_WHEEL": package,
+        "NCCL_WHEEL_FILE": wheel,
+        "NCCL_WHEEL_URL": nccl_wheel_url(v.nccl, v.torch_cuda_variant),
+        "DEEPEP_FMT_COMMIT": upstream.DEEPEP_V2_FMT,
+    }
+
+
+def nccl_wheel_url(version: str, torch_variant: str) -> str:
+    """PyPI's path for a wheel by its name (/packages/<python tag>/<first letter>/<project>/<file>), which
+    files.pythonhosted.org serves for every uploaded file; the SHA256 table pins the bytes."""
+    package, wheel, _ = versions.nccl_wheel(version, torch_variant)
+    return f"https://files.pythonhosted.org/packages/py3/{package[0]}/{package}/{wheel}"
 
 
 def gdrcopy_src_url(cfg: StackConfig) -> str:
@@ -314,6 +342,7 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None, 
         # The interpreter a venv is made from (the hardware test names the one that has PyTorch).
         "BASE_PYTHON": "python3",
     }
+    values.update(deepep_v2_values(cfg))
     phases = node_phases(cfg, target)
     left: dict[str, str] = left_out(cfg, target)
     stage = profile.stage_objects if profile else (staging.objects(cfg, target) if cfg.staged else None)
@@ -369,8 +398,11 @@ def _config_body(cfg: StackConfig, target: str, profile: Profile | None = None, 
 
 
 def _hash(cfg: StackConfig, body: str, scripts: dict[str, str]) -> str:
+    named = asdict(cfg.versions)
+    if cfg.versions.deepep_api == "v1":  # keys that came with deepepApi leave V1 installers' hashes as they were
+        del named["deepep_api"], named["nccl"]
     doc = {
-        "versions": asdict(cfg.versions),
+        "versions": named,
         "config": body,
         "files": {k: hashlib.sha256(t.encode()).hexdigest() for k, t in sorted(scripts.items())},
     }

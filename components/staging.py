@@ -52,6 +52,8 @@ def staged_root(cfg: StackConfig, target: str) -> str:
 
 def _inputs(cfg: StackConfig, target: str) -> dict[str, dict[str, Any]]:
     v, shape = cfg.versions, cfg.shape
+    # DeepEP V2: its NCCL wheel replaces PyTorch's in the venv, and DeepEP builds against it (V1 keys unchanged).
+    v2: dict[str, object] = {"deepepApi": "v2", "nccl": v.nccl} if v.deepep_api == "v2" else {}
     nvshmem: dict[str, object] = {
         "version": v.nvshmem,
         "source": v.nvshmem_source,
@@ -63,7 +65,8 @@ def _inputs(cfg: StackConfig, target: str) -> dict[str, dict[str, Any]]:
         "python": {"abi": PYTHON_ABI, "platform": PLATFORM},
         # The pip NVSHMEM is a constraint of the venv's install (scripts/install/phases/08-pytorch.sh).
         "pytorch": {"torch": v.torch, "abi": PYTHON_ABI, "platform": PLATFORM}
-        | ({"nvshmem": v.nvshmem} if v.nvshmem_source == "pip" else {}),
+        | ({"nvshmem": v.nvshmem} if v.nvshmem_source == "pip" else {})
+        | v2,
         "nvshmem": nvshmem,
         "deepep": {
             "commit": upstream.DEEPEP_REFS[v.deepep_ref].commit
@@ -74,7 +77,8 @@ def _inputs(cfg: StackConfig, target: str) -> dict[str, dict[str, Any]]:
             "torch": v.torch,
             "arch": shape.torch_cuda_arch,
             "abi": PYTHON_ABI,
-        },
+        }
+        | v2,
         "rdma-core": {"version": RDMA_CORE_VERSION, "platform": PLATFORM},
     }
 

@@ -28,7 +28,8 @@ POD_NETWORKING = ("hostNetwork", "multiNetwork")
 # supported: the node image Google supports for A4 RDMA (GKE: COS with GKE's driver; GCE: the accelerator image),
 # user space staged from the store; host-install: the field reports' path (Ubuntu, own driver, DOCA-OFED, regkey).
 NODE_PROFILES = ("supported", "host-install")
-BENCHMARK_TESTS = ("intranode", "low-latency", "internode")
+BENCHMARK_TESTS = ("intranode", "low-latency", "internode", "elastic")  # elastic: DeepEP V2 only
+DEEPEP_APIS = ("v1", "v2")
 
 # Google documents at most 150 VMs per compact placement policy.
 COMPACT_PLACEMENT_MAX_NODES = 150
@@ -206,6 +207,24 @@ KEYS: tuple[Key, ...] = (
         '"Versions the project does not know".',
     ),
     Key("deepepPr466", bool, True, "Apply DeepEP PR #466 (explicit GPU-to-NIC mapping; ~6.5 GB/s RDMA without)."),
+    Key(
+        "deepepApi",
+        str,
+        "v1",
+        "DeepEP generation: v1 (deep_ep.Buffer on NVSHMEM, the field reports' DeepEP) or v2 (EPv2: ElasticBuffer on "
+        "NCCL's Gin, kernels compiled at run time; needs deepepRef dd758caf4518..., its default, PyTorch 2.10 or "
+        "newer and ncclVersion 2.30.4 or newer; its package also builds the V1 kernels). V2 is untested on A4 "
+        "(docs/benchmarks.md).",
+        DEEPEP_APIS,
+    ),
+    Key(
+        "ncclVersion",
+        str,
+        "",
+        "deepepApi=v2 only: the NCCL wheel (nvidia-nccl-cu12/-cu13 as torchVersion's CUDA, pinned by sha256 in "
+        "components/config/versions.py) installed into the PyTorch environment in place of PyTorch's own, so one "
+        "NCCL runs in the process (empty: 2.32.3). v1 keeps PyTorch's NCCL and refuses a value.",
+    ),
     # -- installer and NVSHMEM runtime -------------------------------------------------------------
     Key(
         "useDocaOfed",

@@ -48,6 +48,8 @@ class Versions:
     torch: str
     deepep_ref: str
     deepep_pr466: bool
+    deepep_api: str = "v1"  # "v2": EPv2 (ElasticBuffer on NCCL Gin) with its own NCCL wheel, `nccl`
+    nccl: str = ""  # the NCCL wheel version a v2 stack installs into the PyTorch environment; "" for v1
     overrides: tuple[VersionOverride, ...] = ()
 
     @property

@@ -24,6 +24,7 @@ from components.config.rules import (
     parse_ttl,
     profile_defaults,
 )
+from components.config.rules_deepep import check_deepep_api, deepep_defaults
 from components.config.rules_versions import check_versions, parse_overrides
 from components.config.versions import NODE_IMAGE_TYPES
 
@@ -95,6 +96,8 @@ _VERSION_KEYS = (
     "torchVersion",
     "deepepRef",
     "deepepPr466",
+    "deepepApi",
+    "ncclVersion",
 )
 
 
@@ -128,6 +131,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
             problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
         v[key.name] = value
     profile_defaults(v, set(raw))
+    deepep_defaults(v, set(raw))
     v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
     gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
 
@@ -138,6 +142,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_network(v, problems)
     overrides = parse_overrides(v, problems)
     check_versions(v, problems, overrides)
+    check_deepep_api(v, problems)
     check_runtime(v, problems)
     check_gce(v, problems)
     check_store(v, problems)

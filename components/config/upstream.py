@@ -18,6 +18,11 @@ class DeepEPRef:
     # First NVSHMEM this ref cannot run with, by where NVSHMEM comes from; absent means no known limit.
     nvshmem_before: dict[str, Version]
     why_before: str = ""
+    # "v1": deep_ep.Buffer on NVSHMEM; "v2": EPv2's deep_ep.ElasticBuffer on NCCL's Gin (JIT kernels), whose
+    # package still builds the V1 kernels (tests/legacy/). A V2 ref also names the NCCL and PyTorch it needs.
+    api: str = "v1"
+    min_nccl: Version = ()
+    min_torch: Version = ()
 
 
 # deepseek-ai/DeepEP, checked in a clone (`git tag` in a snapshot of 2026-11-25 lists v1.2.1 -> 9af0e0d;
@@ -37,6 +42,16 @@ DEEPEP_REFS: dict[str, DeepEPRef] = {
     ),
     DEEPEP_NVSHMEM35_FIXES: DeepEPRef(DEEPEP_NVSHMEM35_FIXES, (3, 3, 9), {}),
 }
+
+# DeepEP V2 (EPv2): deepseek-ai/DeepEP main at dd758ca "NCCL Device API compat: use runtime version for
+# ncclDevCommCreate (#688)", 2026-07-14 (`git log` in a snapshot of 2026-11-27). Its README.md, "Requirements":
+# "PyTorch 2.10 and above", "NCCL 2.30.4 and above"; csrc/kernels/backend/nccl.cu asserts that compile-time and
+# runtime NCCL match before 2.31. It does not build against torch 2.11's NCCL 2.28.9 (Gin types missing: issue 36,
+# measured on 2 x H100). third-party/fmt is a submodule (fmtlib/fmt at DEEPEP_V2_FMT): `git archive` leaves it
+# out, so the installer fetches it beside the DeepEP archive. The legacy kernels link NVSHMEM as V1 does.
+DEEPEP_V2 = "dd758caf451848bd150e1046af3d0a73e5fff38d"
+DEEPEP_V2_FMT = "a4c7e17133ee9cb6a2f45545f6e974dd3c393efa"
+DEEPEP_REFS[DEEPEP_V2] = DeepEPRef(DEEPEP_V2, (3, 3, 9), {}, api="v2", min_nccl=(2, 30, 4), min_torch=(2, 10))
 
 # DeepEP PR #466 (explicit GPU-to-NIC mapping, DEEP_EP_DEVICE_TO_HCA_MAPPING): two commits on top of
 # 29d31c0, fetched from refs/pull/466/head and applied as the diff base..head, so a force-push to the PR

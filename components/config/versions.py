@@ -115,6 +115,28 @@ TORCH_BUILDS: dict[str, tuple[str, ...]] = {
 # host-install stack whose torch has none takes PyTorch from the store's artifact (rules_versions.py).
 TORCH_LOCKS: dict[str, str] = {"2.10.0+cu129": "torch-2.10.0-cu129-cp312-x86_64.txt"}
 
+# NCCL wheels a DeepEP V2 stack installs into the PyTorch environment in place of PyTorch's own NCCL
+# (torch 2.10 pins nvidia-nccl-cu12==2.27.5, 2.11 nvidia-nccl-cu13==2.28.9: tests/fixtures/pytorch/), by version
+# and CUDA major: the sha256 of nvidia_nccl_<cu>-<version>-py3-none-manylinux_2_27_x86_64.whl as PyPI serves it
+# (`pip download --no-deps nvidia-nccl-cu13==2.32.3`, then sha256sum, 2026-11-27; `pip index versions` lists
+# 2.30.4 ... 2.32.3 for both). The wheel's own page: pypi.org/project/nvidia-nccl-cu13/2.32.3/#files.
+NCCL_V2_DEFAULT = "2.32.3"
+NCCL_WHEELS: dict[str, dict[str, str]] = {
+    "2.32.3": {
+        "cu12": "bb94b2348e4861d5e8aa00b36c3d12d9bdf9c6369b82cbb723de0b582280a21c",
+        "cu13": "1459723080ac889d73a26edfa3e04383a7928ab31ac8f0ec43b3ea9548b04ff3",
+    },
+}
+NCCL_WHEEL_TAG = "py3-none-manylinux_2_27_x86_64"
+
+
+def nccl_wheel(version: str, torch_variant: str) -> tuple[str, str, str]:
+    """(package, file name, sha256) of the NCCL wheel for a torch CUDA variant such as cu129; KeyError if unknown."""
+    cu = torch_variant[:4]  # cu129 -> cu12, cu130 -> cu13
+    sha = NCCL_WHEELS[version][cu]
+    return f"nvidia-nccl-{cu}", f"nvidia_nccl_{cu}-{version}-{NCCL_WHEEL_TAG}.whl", sha
+
+
 # Zones where Compute Engine offers a4-highgpu-8g (B200): Google's "GPU regions and zones" page
 # (cloud.google.com/compute/docs/gpus/gpu-regions-zones, the NVIDIA B200 row); asia-southeast1-b and
 # us-central1-b are also the A4 zones of Batch's Dynamic Workload Scheduler table

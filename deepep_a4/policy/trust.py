@@ -29,7 +29,9 @@ DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 # gke_bench.py): the installer DaemonSet (host PID, the host's root), and the benchmark Jobs that run over
 # RDMA (the host's network with `podNetworking: hostNetwork`).
 INSTALLER = ("kubernetes:apps/v1:DaemonSet", names.NAMESPACE, names.INSTALLER_NAME)
-RDMA_JOBS = {("kubernetes:batch/v1:Job", names.NAMESPACE, f"deepep-{t}") for t in ("internode", "low-latency")}
+RDMA_JOBS = {
+    ("kubernetes:batch/v1:Job", names.NAMESPACE, f"deepep-{t}") for t in ("internode", "low-latency", "elastic")
+}
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "kubernetes:core/v1:Pod": ("spec",),
     "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),

@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 
 from components import installer, staging
-from components.config import StackConfig, upstream
+from components.config import StackConfig, upstream, versions
 from scripts import payload
 
 # The stack whose options the profile starts from; the profile then replaces what the machine decides.
@@ -45,9 +45,32 @@ NODE_PHASES = installer.STAGED_PHASES
 NODE_LEFT_OUT = "the staged node takes the user space from the store; the builder run before it made it"
 
 
+def v2_values(nccl: str, cuda: str) -> dict[str, object]:
+    """DeepEP V2's installer values on this machine: the NCCL wheel of its CUDA major (cu13 for CUDA 13.0), taken
+    from the store only (no internet), which replaces the machine's PyTorch NCCL in the copied venv."""
+    variant = f"cu{cuda.replace('.', '')}"
+    package, wheel, _ = versions.nccl_wheel(nccl, variant)
+    return {
+        "DEEPEP_API": "v2",
+        "NCCL_VERSION": nccl,
+        "NCCL_WHEEL": package,
+        "NCCL_WHEEL_FILE": wheel,
+        "NCCL_WHEEL_URL": "store-only",
+        "DEEPEP_FMT_COMMIT": upstream.DEEPEP_V2_FMT,
+    }
+
+
 def profile(
-    nvshmem: str, deepep_ref: str, cuda: str, arch: str, root: str, python: str, nvshmem_source: str = "source"
+    nvshmem: str,
+    deepep_ref: str,
+    cuda: str,
+    arch: str,
+    root: str,
+    python: str,
+    nvshmem_source: str = "source",
+    nccl: str = "",
 ) -> installer.Profile:
+    """`nccl`: DeepEP V2 (deepepApi=v2) with this NCCL wheel; empty for V1."""
     commit = installer.deepep_commit(deepep_ref)
     return installer.Profile(
         target="hwtest",
@@ -83,7 +106,8 @@ def profile(
             "STORE_ONLY": True,
             # Its store is a local folder of the user's own files and builds: no stack manifest to pin them.
             "STORE_TRUST_PUBLISHED": True,
-        },
+        }
+        | (v2_values(nccl, cuda) if nccl else {}),
         # Sources from a mirror, not the archives whose digests are published: the store's own digests hold.
         checksums={},
     )
@@ -113,7 +137,15 @@ def staged_profiles(
     return build, node
 
 
-def hwtest_script(root: str) -> str:
+# The tests hwtest.sh runs (script under DeepEP's tests/ : the parser's test name), per DeepEP generation:
+# V2 (dd758ca) moved V1's tests to tests/legacy/ and added tests/elastic/test_ep.py.
+TESTS = {
+    "v1": "test_intranode:intranode test_low_latency:low-latency",
+    "v2": "legacy/test_intranode:intranode legacy/test_low_latency:low-latency elastic/test_ep:elastic",
+}
+
+
+def hwtest_script(root: str, api: str = "v1") -> str:
     """hwtest.sh: runs the installer with the store given at run time, then the tests when GPUs allow. With a
     node/ folder (nodeProfile=supported) the installer is the store builder, and the node stages after it."""
     runner = payload.runner_files()
@@ -156,8 +188,8 @@ collect_files() {{
   grep -h '^\\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
   grep -h '^\\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
   [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
-  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
-    logs/test_intranode.log logs/test_low_latency.log unified-env.sh; do
+  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json state/test_elastic.json \
+    logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
     [[ -f $root/$f ]] && cp "$root/$f" "$collect/"
   done
   [[ -f $root/nvshmem/.build-checks ]] && cp "$root/nvshmem/.build-checks" "$collect/nvshmem.build-checks"
@@ -220,14 +252,16 @@ fi
 source "$root/unified-env.sh"
 cd "$root/DeepEP" || exit 1
 echo "GPUs $gpus, RDMA NICs $nics" >"$root/state/tests.txt"
-for t in intranode low_latency; do
-  log="$root/logs/test_$t.log"
-  timeout "${{HWTEST_TEST_TIMEOUT_S:-900}}" python "tests/test_$t.py" --num-processes "$gpus" >"$log" 2>&1
+for each in {TESTS[api]}; do
+  script=${{each%%:*}} t=${{each##*:}} f=test_${{each##*:}}
+  f=${{f//-/_}}
+  log="$root/logs/$f.log"
+  timeout "${{HWTEST_TEST_TIMEOUT_S:-900}}" python "tests/$script.py" --num-processes "$gpus" >"$log" 2>&1
   trc=$?
-  python "$HERE/runner/{parse}" "$log" --test "${{t/_/-}}" --processes "$gpus" --summary "${{nic_args[@]}}" \
-    >"$root/state/test_$t.json"
+  python "$HERE/runner/{parse}" "$log" --test "$t" --processes "$gpus" --summary "${{nic_args[@]}}" \
+    >"$root/state/$f.json"
   prc=$?
-  echo "test_$t: exit $trc, parser exit $prc" | tee -a "$root/state/tests.txt"
+  echo "$script: exit $trc, parser exit $prc" | tee -a "$root/state/tests.txt"
   ((trc == 0 && prc == 0)) || rc=1
 done
 exit "$rc"
@@ -255,6 +289,14 @@ exit "$rc"
     help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
 )
 @click.option(
+    "--deepep-api",
+    type=click.Choice(["v1", "v2"]),
+    default="v1",
+    show_default=True,
+    help="v2: DeepEP V2 (deepepRef defaults to its commit) with --nccl-version's wheel in place of PyTorch's NCCL",
+)
+@click.option("--nccl-version", default=versions.NCCL_V2_DEFAULT, show_default=True, help="NCCL wheel for v2")
+@click.option(
     "--node-profile",
     type=click.Choice(["host-install", "supported"]),
     default="host-install",
@@ -272,24 +314,36 @@ def command(
     nvshmem_source: str,
     sources: Path | None,
     node_profile: str,
+    deepep_api: str = "v1",
+    nccl_version: str = versions.NCCL_V2_DEFAULT,
 ) -> None:
     """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
     from deepep_a4.tools import plan as plan_tool
     from deepep_a4.tools import store
 
     _, _, cfg = plan_tool.load_stack(BASE_STACK)
+    nccl = ""
+    if deepep_api == "v2":
+        if deepep_ref == upstream.DEEPEP_NVSHMEM35_FIXES:
+            deepep_ref = upstream.DEEPEP_V2
+        nccl = nccl_version
+        v = dataclasses.replace(cfg.versions, deepep_api="v2", nccl=nccl, deepep_ref=deepep_ref, deepep_pr466=False)
+        cfg = dataclasses.replace(cfg, versions=v)
     wanted: list[store.Source] = []
     if sources is not None:
         # Checked before anything is written: every missing file is named at once, with where to get it.
         wanted = store.sources_of(
             cfg.versions.gdrcopy, nvshmem_version if nvshmem_source == "source" else "", deepep_ref, pr466=False
         )
+        if nccl:
+            wheel, variant = str(v2_values(nccl, cuda)["NCCL_WHEEL_FILE"]), f"cu{cuda.replace('.', '')}"
+            wanted.append(store.Source(wheel, installer.nccl_wheel_url(nccl, variant)))
         sources.mkdir(parents=True, exist_ok=True)
         (out / "store").mkdir(parents=True, exist_ok=True)
         missing = store.missing_in(wanted, store.LocalStore((out / "store").resolve()), sources, "--sources")
         if missing:
             raise click.ClickException("\n".join(missing))
-    prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source)
+    prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source, nccl)
     renders = {"installer": prof}
     if node_profile == "supported":
         renders["installer"], renders["node"] = staged_profiles(cfg, prof, nvshmem_version, nvshmem_source, deepep_ref)
@@ -302,7 +356,7 @@ def command(
     for name, text in payload.runner_files().items():
         (out / "runner").mkdir(parents=True, exist_ok=True)
         (out / "runner" / name).write_text(text)
-    (out / HWTEST_SH).write_text(hwtest_script(root))
+    (out / HWTEST_SH).write_text(hwtest_script(root, deepep_api))
     (out / HWTEST_SH).chmod(0o755)
     if sources is not None:
         store.fill(wanted, store.LocalStore((out / "store").resolve()), sources, option="--sources")

@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 
 from components import installer
-from components.config import StackConfig, upstream
+from components.config import StackConfig, upstream, versions
 
 SOURCES_DIR = "sources"
 DOWNLOAD_TIMEOUT_S = 600
@@ -61,6 +61,9 @@ def sources(cfg: StackConfig) -> list[Source]:
         if o.component in installer.OVERRIDE_FETCH_NAMES
     }
     keys = [Source(n, KEY_URLS[n]) for n in installer.manifest_pinned(cfg, fetched_only=True) if n in KEY_URLS]
+    if v.deepep_api == "v2":  # the NCCL wheel that replaces PyTorch's in the venv (config.sh SHA256 pins it)
+        _, wheel, _ = versions.nccl_wheel(v.nccl, v.torch_cuda_variant)
+        found.append(Source(wheel, installer.nccl_wheel_url(v.nccl, v.torch_cuda_variant)))
     return [Source(s.name, named.get(s.name, s.url)) for s in found] + keys
 
 
@@ -79,6 +82,10 @@ def sources_of(gdrcopy: str, nvshmem_source_version: str, deepep_ref: str, pr466
     commit = installer.deepep_commit(deepep_ref)
     if commit:
         out.append(Source(f"deepep-{commit}.tar.gz", f"https://codeload.github.com/deepseek-ai/DeepEP/tar.gz/{commit}"))
+    known = upstream.DEEPEP_REFS.get(deepep_ref)
+    if known and known.api == "v2":  # third-party/fmt, a submodule git archive leaves out
+        fmt = upstream.DEEPEP_V2_FMT
+        out.append(Source(f"fmt-{fmt}.tar.gz", f"https://codeload.github.com/fmtlib/fmt/tar.gz/{fmt}"))
     if pr466:
         out.append(
             Source(

@@ -17,6 +17,8 @@ DEEPEP_SCRIPTS = {
     "intranode": "test_intranode.py",
     "low-latency": "test_low_latency.py",
     "internode": "test_internode.py",
+    # DeepEP V2 (EPv2, deepepApi=v2): ElasticBuffer's test; V2 moved the three above to tests/legacy/.
+    "elastic": "elastic/test_ep.py",
 }
 DEFAULT_PORT = 8361  # DeepEP's tests/utils.py default
 # Google's NCCL settings for gIB on A4 (what its set_nccl_env.sh sets), as GoogleCloudPlatform/cluster-toolkit

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Parser of DeepEP test output (v1.2.1 and the default 1.2.1+29d31c0) and of this runner's NCCL check.
+"""Parser of DeepEP test output (v1.2.1, the default 1.2.1+29d31c0, V2's elastic test) and of this runner's NCCL check.
 
     python3 parse.py LOG [--test T] [--processes N] [--nodes N] [--summary] [--no-rdma-nics]
 
@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 try:  # in the package (tests, the workstation's report)
+    from scripts.bench import parse_elastic as bench_elastic
     from scripts.bench import parse_patterns as bench_patterns
     from scripts.bench import parse_records as bench_records
 except ImportError:  # pragma: no cover - on a node the shipped files lie in one folder, sys.path[0]
+    import parse_elastic as bench_elastic  # type: ignore[no-redef]
     import parse_patterns as bench_patterns  # type: ignore[no-redef]
     import parse_records as bench_records  # type: ignore[no-redef]
 
@@ -86,6 +88,8 @@ def infer_test(lines: Iterable[tuple[int, str]]) -> str | None:
     """Tells which DeepEP test printed a raw log."""
     found = set()
     for _, line in lines:
+        if bench_elastic.is_elastic(line):
+            return "elastic"
         if line.startswith("[config]") and "num_topk_groups=" in line:
             return "internode"
         if bench_patterns.RE_INTER_SWEEP.match(line) or bench_patterns.RE_INTER_BEST.match(line):
@@ -115,6 +119,7 @@ def parse_segment(seg: bench_records.Segment) -> list[dict[str, Any]]:
     pending_sweeps: list[dict[str, Any]] = []
     open_case: dict[str, Any] | None = None
     in_traceback = False
+    elastic: dict[str, Any] = {}  # DeepEP V2's elastic test: its current case
 
     def close_case() -> None:
         nonlocal open_case
@@ -131,6 +136,9 @@ def parse_segment(seg: bench_records.Segment) -> list[dict[str, Any]]:
         line = raw.rstrip()
         stripped = line.strip()
         if not stripped:
+            continue
+        if test == "elastic" and (got := bench_elastic.parse_line(line, n, elastic, bench_records.record)) is not None:
+            out += got
             continue
         if open_case is not None and stripped == "passed":
             open_case["passed"] = True  # another stream wrote between "..." and " passed"
@@ -285,6 +293,8 @@ def parse_segment(seg: bench_records.Segment) -> list[dict[str, Any]]:
                 test, "error", "error", seg.lines[-1][0] if seg.lines else 0, text="traceback without end"
             )
         )
+    if test == "elastic":
+        bench_elastic.finish(out, seg.end.get("rc") if seg.end else None)
     return out
 
 

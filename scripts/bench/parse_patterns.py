@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-TESTS = ("nccl", "intranode", "low-latency", "internode")
-DEEPEP_TESTS = ("intranode", "low-latency", "internode")
+TESTS = ("nccl", "intranode", "low-latency", "internode", "elastic")
+DEEPEP_TESTS = ("intranode", "low-latency", "internode", "elastic")  # elastic: DeepEP V2 (parse_elastic.py)
 
 _N = r"[-+]?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|inf|nan)"
 _TAG_SPLIT = re.compile(r"(?=\[(?:rank \d+|config|layout|testing|tuning|nccl)\] )")
@@ -102,6 +102,12 @@ UNITS = {
     "kernel": "ms",
     "buffer": "MB",
     "size": "B",
+    # DeepEP V2's elastic test (parse_elastic.py): scale-out / scale-up bandwidth, bytes, the copy/reduce epilogue.
+    "so_bw": "GB/s",
+    "su_bw": "GB/s",
+    "bytes": "B",
+    "post_bw": "GB/s",
+    "post_time": "us",
 }
 
 # Failures the field reports hit, by the test that printed them and what its log shows, with the fix that
@@ -155,6 +161,22 @@ KNOWN_FAILURES: tuple[tuple[tuple[str, ...] | None, re.Pattern[str], str], ...] 
         re.compile(r"couldn't load driver 'libmlx5|unable to load driver.*mlx5", re.IGNORECASE),
         "the mlx5 verbs provider did not load (troubleshooting T16): the env file's RDMAV_DRIVERS must point at the "
         "provider of the same rdma-core as libibverbs",
+    ),
+    (
+        # NCCL 2.32's socket RMA backend (libnccl.so.2 of nvidia-nccl-cu13 2.32.3 prints exactly this), the Gin
+        # proxy NCCL falls back to where no RDMA NIC is (issue 36: then a SIGSEGV in ElasticBuffer on H100).
+        ("elastic",),
+        re.compile(r"rma_socket requires GDRCopy"),
+        "NCCL found no RDMA NIC and took its socket RMA/Gin proxy, which needs GDRCopy, absent here: on A4 the "
+        "test's pod must see the NICs; on a machine without NICs see docs/benchmarks.md, 'DeepEP V2' "
+        "(EP_DISABLE_GIN=1, or NCCL_GDRCOPY_ENABLE=1 with NCCL's DMA-BUF backend)",
+    ),
+    (
+        # deep_ep csrc/kernels/backend/nccl.cu (dd758ca): the assertion when ncclCommQueryProperties has no Gin type.
+        ("elastic",),
+        re.compile(r"NCCL GIN is unavailable"),
+        "NCCL offers no Gin transport to DeepEP V2 (DeepEP issue #628): on A4 the pod must see the RDMA NICs and "
+        "NCCL must load its IB transport (not gIB's NET plugin alone); on one node EP_DISABLE_GIN=1 skips Gin",
     ),
 )
 HINT_PREFIX = "known failure: "

@@ -2,12 +2,12 @@
 
 Record fields:
 
-    test     intranode | low-latency | internode | nccl
+    test     intranode | low-latency | internode | nccl | elastic (DeepEP V2, parse_elastic.py)
     kind     config | layout | case | sweep | best | rank | nccl | warning | error | summary
     name     what was measured: "dispatch", "combine", "dispatch+combine", "dispatch send/recv",
              "layout kernel", "all-to-all", a case such as "BF16 with top-k async=False previous=False"
     dtype    FP8 | BF16 | null
-    rank     the rank that printed the line (low-latency), else null
+    rank     the rank that printed the line (low-latency, elastic), else null
     params   the configuration of the measurement (SMs, NVL chunk, RDMA chunk, async, previous...)
     values   numbers, with their units in `units` (GB/s, us, ms, MB, B)
     line     line number in the log (1-based)
@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 try:  # in the package (tests, the workstation's report)
+    from scripts.bench import parse_elastic as bench_elastic
     from scripts.bench import parse_patterns as bench_patterns
 except ImportError:  # pragma: no cover - on a node the shipped files lie in one folder, sys.path[0]
+    import parse_elastic as bench_elastic  # type: ignore[no-redef]
     import parse_patterns as bench_patterns  # type: ignore[no-redef]
 
 LL_METRICS = ("dispatch+combine", "dispatch", "combine", "dispatch send/recv", "combine send/recv")
@@ -336,6 +338,10 @@ def _incomplete_or_failed(
         if test == "internode" and any(r["kind"] == "best" and "rdma_bw" not in r["values"] for r in recs):
             problems.append("internode Best lines without RDMA bandwidth")
 
+    if test == "elastic":
+        argv = [str(a) for a in ((seg.begin or {}).get("argv") or [])] if seg else []
+        problems += bench_elastic.problems(recs, expect.processes, expect.nodes, argv)
+
     if test == "low-latency":
         ranks: dict[int, set[str]] = {}
         for r in recs:
@@ -381,6 +387,8 @@ def summarize(
     if ll:
         values["dispatch+combine_bw_min"] = min(ll)
         values["dispatch+combine_bw_mean"] = round(sum(ll) / len(ll), 2)
+    if test == "elastic":
+        values.update(bench_elastic.summary_values(recs))
     busbw = [r["values"]["busbw"] for r in recs if r["kind"] == "nccl"]
     if busbw:
         values["busbw_max"] = max(busbw)

@@ -142,20 +142,31 @@ def run_test(
 SUMMARY_KEYS = ("test", "repeat", "status", "problems", "checks", "rc", "timed_out", "seconds")
 
 
+def script_path(tests_dir: Path, test: str) -> Path:
+    """V1 keeps its tests in tests/; V2 (deepseek-ai/DeepEP dd758ca) moved them to tests/legacy/ and added
+    tests/elastic/test_ep.py."""
+    rel = DEEPEP_SCRIPTS[test]
+    legacy = tests_dir / "legacy" / rel
+    return legacy if "/" not in rel and legacy.is_file() else tests_dir / rel
+
+
 def test_argv(test: str, args: argparse.Namespace, script_dir: Path) -> list[str]:
+    # V2's elastic test takes intranode's sizes (its own defaults: 4096 tokens, 256 experts, tests/elastic/test_ep.py).
     tokens = {
         "intranode": args.intranode_tokens,
         "low-latency": args.low_latency_tokens,
         "internode": args.internode_tokens,
+        "elastic": args.intranode_tokens,
     }
     experts = {
         "intranode": args.intranode_experts,
         "low-latency": args.low_latency_experts,
         "internode": args.internode_experts,
+        "elastic": args.intranode_experts,
     }
     argv = [
         args.python,
-        str(script_dir / DEEPEP_SCRIPTS[test]),
+        str(script_path(script_dir, test)),
         "--num-processes",
         str(args.processes),
         "--num-tokens",
@@ -167,7 +178,12 @@ def test_argv(test: str, args: argparse.Namespace, script_dir: Path) -> list[str
         "--num-experts",
         str(experts[test]),
     ]
-    extra = {"intranode": args.intranode_args, "low-latency": args.low_latency_args, "internode": args.internode_args}
+    extra = {
+        "intranode": args.intranode_args,
+        "low-latency": args.low_latency_args,
+        "internode": args.internode_args,
+        "elastic": args.elastic_args,
+    }
     return argv + shlex.split(extra[test] or "")
 
 
@@ -210,6 +226,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--intranode-args", default=e("BENCH_INTRANODE_ARGS", ""), help="extra arguments, shell-quoted")
     ap.add_argument("--low-latency-args", default=e("BENCH_LOW_LATENCY_ARGS", ""))
     ap.add_argument("--internode-args", default=e("BENCH_INTERNODE_ARGS", ""))
+    ap.add_argument("--elastic-args", default=e("BENCH_ELASTIC_ARGS", ""), help="extra arguments of V2's test_ep.py")
     ap.add_argument("--timeout-minutes", type=float, default=s.timeout_minutes)
     ap.add_argument("--repeats", type=int, choices=range(1, MAX_REPEATS + 1), default=s.repeats, metavar="1-10")
     ap.add_argument("--hcas", type=int, default=s.hcas, help="RDMA NICs the node has (checked before RDMA tests)")
@@ -240,7 +257,7 @@ def find_tests_dir(deepep_dir: str, env: dict[str, str]) -> Path | None:
     candidates += [p for p in env.get("PYTHONPATH", "").split(":") if p]
     for c in candidates:
         d = Path(c) / "tests"
-        if (d / DEEPEP_SCRIPTS["intranode"]).is_file():
+        if script_path(d, "intranode").is_file():
             return d.resolve()
     return None
 

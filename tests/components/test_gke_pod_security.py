@@ -140,8 +140,12 @@ def test_the_installer_mounts_a_token_only_where_it_labels_the_node_and_no_skip_
         assert all(m["name"] != token["name"] for m in c.get("volumeMounts", []))
 
 
-def test_rdma_tests_are_exactly_the_ones_that_use_nvshmem() -> None:
-    assert [t for t in config.BENCHMARK_TESTS if security.bench_needs_rdma(t)] == ["low-latency", "internode"]
+def test_rdma_tests_are_exactly_the_ones_that_open_the_nics() -> None:
+    assert [t for t in config.BENCHMARK_TESTS if security.bench_needs_rdma(t)] == [
+        "low-latency",
+        "internode",
+        "elastic",
+    ]
 
 
 @pytest.mark.parametrize("bad", ["Ubuntu:24.04", "ubuntu:24.04@sha256:123", "ubuntu 24.04", ""])

@@ -948,7 +948,7 @@ def test_downloads_and_clones_have_an_overall_timeout(tmp_path: Path) -> None:
     lib = (d / "lib.sh").read_text()
     deepep = (d / "phases/09-deepep.sh").read_text()
     assert 'net() { timeout --kill-after=30 "$DOWNLOAD_TIMEOUT_S" "$@"; }' in lib
-    assert deepep.count("retry 3 net git") == 3 and "retry 3 git" not in deepep
+    assert deepep.count("retry 3 net git") == 4 and "retry 3 git" not in deepep  # clone, fetch, PR #466, V2 fmt
 
 
 def test_a_new_kernel_reruns_the_doca_and_driver_phases(tmp_path: Path) -> None:

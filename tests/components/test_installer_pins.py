@@ -17,6 +17,7 @@ import shlex
 import pytest
 
 from components import artifacts, config, installer, pins
+from components.config import upstream, versions
 from deepep_a4.tools import plan_engine
 from tests.conftest import ROOT, stack_config
 
@@ -171,6 +172,16 @@ def test_every_download_of_every_stack_has_a_pin(stack: str) -> None:
         assert re.fullmatch(r"[0-9a-f]{64}", digest) or (name in first_up and digest == installer.FIRST_UP_STAND_IN)
     for name, fprs in key_fpr.items():
         assert all(re.fullmatch(r"[0-9A-F]{16}|[0-9A-F]{40}", f) for f in fprs.split()), name
+
+
+def test_a_deepep_v2_stack_pins_its_nccl_wheel() -> None:
+    # deepepApi=v2: the pytorch phase fetches the NCCL wheel (install_nccl_v2), pinned by the project's sha256.
+    v2 = {"deepepApi": "v2", "deepepRef": upstream.DEEPEP_V2, "deepepPr466": False, "artifactStore": STACK_STORE}
+    cfg, files = rendered("gce-b200-ubuntu", **v2)
+    _, wheel, sha = versions.nccl_wheel(cfg.versions.nccl, cfg.versions.torch_cuda_variant)
+    checked, unpinned = check_pins("gce-b200-ubuntu", **v2)
+    assert not unpinned, unpinned
+    assert wheel in checked and config_values(files["config.sh"])[1][wheel] == sha
 
 
 def test_the_check_finds_a_download_that_lost_its_pin(monkeypatch: pytest.MonkeyPatch) -> None:

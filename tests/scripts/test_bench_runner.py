@@ -35,6 +35,7 @@ def fake_deepep(tmp: Path, outputs: dict[str, str], extra: str = "") -> Path:
     tests.mkdir(parents=True)
     for test, script in run_bench.DEEPEP_SCRIPTS.items():
         text = outputs.get(test, "")
+        (tests / script).parent.mkdir(parents=True, exist_ok=True)
         (tests / script).write_text(
             "import json, os, sys, time\n"
             f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(tmp / f'seen-{test}.json')!r}, 'w'))\n"

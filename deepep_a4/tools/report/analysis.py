@@ -208,6 +208,8 @@ def rows_of(run: Run) -> list[Row]:
                         node=run.node,
                     )
                 )
+    elif run.test == "elastic":
+        rows += _elastic_rows(run)
     elif run.test == "nccl":
         nccl = [r for r in recs if r["kind"] == "nccl"]
         if nccl:
@@ -229,6 +231,43 @@ def rows_of(run: Run) -> list[Row]:
                         node=run.node,
                     )
                 )
+    return rows
+
+
+def _elastic_rows(run: Run) -> list[Row]:
+    """DeepEP V2: per operation and dispatch dtype, the mean over ranks of the scale-up (NVLink) and, across
+    nodes, scale-out (RDMA) bandwidth of the first case of that dtype (scripts/bench/parse_elastic.py)."""
+    values = {k: v for r in run.records if r["kind"] == "summary" for k, v in r["values"].items()}
+    if not values:  # a runner JSON keeps records, not the summary: recompute it from them
+        values = bp.bench_elastic.summary_values(run.records)
+    sms = next((r["params"]["sms"] for r in run.records if r["kind"] == "config" and "sms" in r["params"]), None)
+    rows = []
+    for metric, dtype, label in (
+        ("dispatch", "FP8", "dispatch_FP8"),
+        ("dispatch", "BF16", "dispatch_BF16"),
+        ("combine", "BF16", "combine"),
+    ):
+        for f in ("su_bw", "so_bw"):
+            mean = values.get(f"{label}_{f}_mean")
+            if mean is None:
+                continue
+            config = ", ".join(x for x in (f"SMs {sms}" if sms else "", "mean over ranks") if x)
+            rows.append(
+                Row(
+                    run.origin,
+                    run.test,
+                    metric,
+                    dtype,
+                    f,
+                    mean,
+                    "GB/s",
+                    config,
+                    run.processes,
+                    run.nodes,
+                    extra=f"min {values[f'{label}_{f}_min']:.2f}",
+                    node=run.node,
+                )
+            )
     return rows
 
 

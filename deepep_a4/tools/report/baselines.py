@@ -147,6 +147,21 @@ OUTSIDE: tuple[Reference, ...] = (
 )
 
 
+# DeepEP V2's own table (deepseek-ai/DeepEP README.md at dd758caf4518, "Performance"): SM100 (B200), 8K tokens,
+# hidden 7168, top-8, FP8 dispatch, BF16 combine, logical bandwidth. EP 8 over NVLink with 64 SMs (max perf); EP 8 x 2
+# over CX7 RDMA with 12 SMs. The elastic test's SU (scale-up) figure is NVLink, SO (scale-out) RDMA.
+DEEPEP_V2_README = (
+    "DeepEP README at dd758caf4518 (V2), Performance: SM100 (B200), 8K tokens, FP8 dispatch, BF16 combine "
+    "(https://github.com/deepseek-ai/DeepEP/blob/dd758caf451848bd150e1046af3d0a73e5fff38d/README.md#performance)"
+)
+OUTSIDE += (
+    Reference("elastic", "dispatch", "FP8", "su_bw", 726.0, 8, DEEPEP_V2_README, "B200 NVLink, 64 SMs"),
+    Reference("elastic", "combine", "BF16", "su_bw", 740.0, 8, DEEPEP_V2_README, "B200 NVLink, 64 SMs"),
+    Reference("elastic", "dispatch", "FP8", "so_bw", 90.0, 16, DEEPEP_V2_README, "B200 + CX7 RDMA, EP 8 x 2, 12 SMs"),
+    Reference("elastic", "combine", "BF16", "so_bw", 91.0, 16, DEEPEP_V2_README, "B200 + CX7 RDMA, EP 8 x 2, 12 SMs"),
+)
+
+
 def outside(
     test: str, metric: str, dtype: str | None, field: str, processes: int | None, nodes: int | None
 ) -> tuple[Reference | None, list[Reference]]:

@@ -10,6 +10,7 @@ from deepep_a4.tools.report.runs import Row, Run
 from scripts.bench import parse as bp
 
 FIELD_LABEL = {"nvl_bw": "NVL", "rdma_bw": "RDMA", "bw": "per rank", "busbw": "bus bw", "algbw": "alg bw"}
+FIELD_LABEL.update(su_bw="SU (NVLink)", so_bw="SO (RDMA)")  # DeepEP V2's elastic test: scale-up, scale-out
 
 
 @dataclass

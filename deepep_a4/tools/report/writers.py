@@ -11,6 +11,7 @@ from deepep_a4.tools.report import baselines as bl
 from deepep_a4.tools.report.analysis import Report, Row, Run
 from deepep_a4.tools.report.checks import FIELD_LABEL
 from deepep_a4.tools.report.plots import sweeps_of, write_plots
+from deepep_a4.tools.report.side_by_side import side_by_side
 from scripts.bench import parse as bp
 
 
@@ -55,6 +56,7 @@ TEST_TITLES = {
     "intranode": "Intranode (test_intranode.py)",
     "low-latency": "Low-latency (test_low_latency.py)",
     "internode": "Internode (test_internode.py)",
+    "elastic": "Elastic, DeepEP V2 (tests/elastic/test_ep.py)",
 }
 VERDICT_TEXT = {
     "PASS": "every test passed, every check has its evidence, and every figure with an A4 baseline reaches",
@@ -186,8 +188,9 @@ def markdown(report: Report) -> str:
             ref_text = "; ".join(f"{m} {d} {FIELD_LABEL.get(f, f)} {v:g}" for _, m, d, f, v in refs)
             lines.append(f"Other reference ({refs[0][0]}): {ref_text}.")
         if any(r.outside_band for r in rows):
+            published = "; ".join(sorted({o.source for r in rows for o in r.outside_band}))
             lines.append(
-                f"Outside reference: {bl.DEEPEP_README}. Other hardware and DeepEP's own setting, for "
+                f"Outside reference: {published}. Other hardware or DeepEP's own setting, for "
                 "orientation only: never a pass criterion."
             )
         if any(r.starts > 1 for r in rows):
@@ -198,6 +201,7 @@ def markdown(report: Report) -> str:
                 "(the GPU-to-NIC mapping of DeepEP PR #466 missing): troubleshooting T10."
             )
         lines.append("")
+    lines += side_by_side(report.rows)
     if report.plots:
         lines.append("## Tuning sweeps")
         lines.append("")

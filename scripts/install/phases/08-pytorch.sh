@@ -18,6 +18,7 @@ phase_inputs() {
   echo "torch=$TORCH_VERSION index=$TORCH_INDEX_URL numpy=$NUMPY_SPEC"
   if [[ -n ${TORCH_LOCK:-} ]]; then echo "lock=$TORCH_LOCK $(sha256_of "$HERE/$TORCH_LOCK")"; fi
   if [[ $NVSHMEM_SOURCE == pip ]]; then echo "constraint=$(nvshmem_wheel)==$NVSHMEM_VERSION"; fi
+  if [[ ${DEEPEP_API:-v1} == v2 ]]; then echo "nccl=$NCCL_WHEEL_FILE ${SHA256[$NCCL_WHEEL_FILE]:-}"; fi
 }
 
 # The interpreter the venv is made from (the pods' copy inside R on GKE is made from it too).
@@ -95,6 +96,7 @@ build_env() {
   if [[ $TORCH_VERSION == installed ]]; then
     copy_installed
     "$VENV/bin/python" -c 'import torch' || die "the copy of the machine's PyTorch in $VENV does not import torch"
+    install_nccl_v2
     return 0
   fi
   ensure_venv
@@ -118,6 +120,51 @@ build_env() {
   local got
   got="$("$(venv_python)" -c 'import torch; print(torch.__version__)')"
   [[ $got == "$TORCH_VERSION" ]] || die "the venv has torch $got, not $TORCH_VERSION"
+  install_nccl_v2
+}
+
+# DeepEP V2 runs with one NCCL, the stack's (deepepApi=v2, ncclVersion): its wheel, checked against the SHA256
+# table, replaces PyTorch's nvidia-nccl-cuXX in the venv after PyTorch is in. Not with pip: torch pins its NCCL
+# exactly (2.10: nvidia-nccl-cu12==2.27.5, 2.11: nvidia-nccl-cu13==2.28.9, tests/fixtures/pytorch/), so pip would
+# put that one back or refuse; the old distribution's files go (its RECORD), the wheel's are unpacked as pip
+# would. `pip check` then names exactly one conflict, torch's pin, which is the point. deep_ep refuses two NCCL
+# runtimes in one process (deep_ep/__init__.py check_nccl_so), and dd758ca does not build against 2.28.9.
+install_nccl_v2() {
+  [[ ${DEEPEP_API:-v1} == v2 ]] || return 0
+  local file="$CACHE/$NCCL_WHEEL_FILE" lib
+  fetch "$NCCL_WHEEL_URL" "$file" "$NCCL_WHEEL_FILE"
+  "$(venv_python)" - "$file" "$NCCL_WHEEL" <<'PY' || die "replacing PyTorch's NCCL with $NCCL_WHEEL_FILE failed"
+import importlib.metadata as md, os, shutil, sys, sysconfig, zipfile
+wheel, name = sys.argv[1:]
+try:
+    old = md.distribution(name)
+    for f in old.files or []:
+        path = old.locate_file(f)
+        if os.path.isfile(path):
+            os.remove(path)
+    shutil.rmtree(str(old._path), ignore_errors=True)  # its .dist-info
+except md.PackageNotFoundError:
+    pass
+zipfile.ZipFile(wheel).extractall(sysconfig.get_paths()["purelib"])
+PY
+  lib="$(check_one_nccl)" || die "the PyTorch environment does not have exactly one NCCL $NCCL_VERSION"
+  log "NCCL $NCCL_VERSION ($NCCL_WHEEL_FILE, sha256 pinned) replaces PyTorch's in $VENV: $lib"
+}
+
+# One libnccl in the venv, of the stack's version, and the one PyTorch loads (no GPU needed to ask it).
+check_one_nccl() {
+  "$(venv_python)" - "$NCCL_VERSION" <<'PY'
+import glob, importlib.metadata as md, sys, sysconfig
+want = sys.argv[1]
+libs = sorted(glob.glob(sysconfig.get_paths()["purelib"] + "/**/libnccl.so*", recursive=True))
+dists = [d for d in md.distributions() if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl")]
+assert len(libs) == 1 and len(dists) == 1, f"NCCL libraries {libs}, distributions {[d.metadata['Name'] for d in dists]}"
+assert dists[0].version == want, f"{dists[0].metadata['Name']} {dists[0].version}, not {want}"
+import torch.cuda.nccl as nccl
+got = ".".join(map(str, nccl.version()))
+assert got == want, f"PyTorch loads NCCL {got}, not {want}"
+print(libs[0])
+PY
 }
 
 # install_locked [-c CONSTRAINTS]: PyTorch and everything it needs from the stack's lock (config.sh TORCH_LOCK,
@@ -200,5 +247,8 @@ phase_run() {
   fi
   if [[ $NVSHMEM_SOURCE == pip ]]; then
     [[ -d "$(nvshmem_home)" ]] || die "the PyTorch environment has no $(nvshmem_wheel): DeepEP needs it (nvshmemSource=pip)"
+  fi
+  if [[ ${DEEPEP_API:-v1} == v2 ]]; then
+    check_one_nccl >/dev/null || die "the PyTorch environment does not have exactly one NCCL $NCCL_VERSION (DeepEP V2)"
   fi
 }

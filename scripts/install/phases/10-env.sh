@@ -5,6 +5,7 @@
 
 phase_inputs() {
   echo "handler=$NIC_HANDLER prefix=$HCA_PREFIX gid=$GID_INDEX tc=$NVSHMEM_TRAFFIC_CLASS source=$NVSHMEM_SOURCE target=$DEEPEP_TARGET"
+  if [[ ${DEEPEP_API:-v1} == v2 ]]; then echo "deepep=v2 nccl=$NCCL_VERSION"; fi
 }
 
 # hca_port and device_to_hca_mapping: lib.sh (the staged profile's verify uses them too).
@@ -107,6 +108,17 @@ ENV
     cat >>"$ENV_FILE.tmp" <<ENV
 # NVSHMEM $NVSHMEM_VERSION from the pip wheel ($nv_home); NVSHMEM_DIR stays unset, no LD_PRELOAD.
 unset NVSHMEM_DIR
+ENV
+  fi
+  if [[ ${DEEPEP_API:-v1} == v2 ]]; then
+    # DeepEP V2 compiles its kernels at first use into EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp; default
+    # $HOME/.deep_ep, per pod): one folder on the node's root, so they compile once per node. The GKE
+    # benchmark pods mount it writable (components/gke_bench.py); the rest of the root stays read-only.
+    mkdir -p "$R/deepep-jit" && chmod 0777 "$R/deepep-jit"
+    cat >>"$ENV_FILE.tmp" <<ENV
+# DeepEP V2: JIT kernel cache on the install root, and the venv's one NCCL ($NCCL_VERSION) it compiles against.
+export EP_JIT_CACHE_DIR='$R/deepep-jit'
+export EP_NCCL_ROOT_DIR='$("$(venv_python)" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')'
 ENV
   fi
   if ((!HAS_RDMA_NICS)); then
