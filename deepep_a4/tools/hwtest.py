@@ -188,8 +188,8 @@ collect_files() {{
   grep -h '^\\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
   grep -h '^\\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
   [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
-  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json state/test_elastic.json \
-    logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
+  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
+    state/test_elastic.json logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
     [[ -f $root/$f ]] && cp "$root/$f" "$collect/"
   done
   [[ -f $root/nvshmem/.build-checks ]] && cp "$root/nvshmem/.build-checks" "$collect/nvshmem.build-checks"
