@@ -79,6 +79,21 @@ def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
         )
 
 
+def check_installer_image(v: dict[str, Any], problems: list[Problem]) -> None:
+    """installerImage runs the supported profile's staging as root on every A4 node: pinned by digest, as
+    containerImage (allowUnpinnedImages: true accepts a tag, for trying an image only)."""
+    image = v["installerImage"]
+    if _IMAGE_RE.match(image) and "@sha256:" not in image and not v["allowUnpinnedImages"]:
+        problems.append(
+            Problem(
+                "installerImage",
+                image,
+                "must be pinned by digest, name[:tag]@sha256:<64 hex> (a tag can move; allowUnpinnedImages: true "
+                "accepts it)",
+            )
+        )
+
+
 def check_explicit(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:
     """Rules on what the stack writes, not on the values it ends up with: a key the platform never reads
     would be silently ignored, and an explicit compact placement on reservation capacity silently dropped."""
