@@ -141,10 +141,12 @@ def _with_parts(work: Path, rel: str) -> list[str]:
 
 
 def built(cfg: StackConfig, work: Path) -> list[str]:
-    """What the nodes take from this build, by store name: a supported stack's staged parts; otherwise the
+    """What the nodes take from this build, by store name: a supported stack's staged parts, and the signing
+    keys its nodes still fetch (gIB's two apt keys on GCE: only the manifest pins them); otherwise the
     sources, the artifact of every build phase and the PyTorch environment. Split objects with their parts."""
     if cfg.staged:
         rels = list(staging.objects(cfg, cfg.platform).values())
+        rels += [f"{store.SOURCES_DIR}/{n}" for n in installer.manifest_pinned(cfg, fetched_only=True)]
     else:
         rels = [f"{store.SOURCES_DIR}/{s.name}" for s in store.sources(cfg)]
         for phase in (*installer.ARTIFACT_DEPS, "pytorch"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import subprocess
 import tarfile
 from collections.abc import Sequence
@@ -216,5 +217,59 @@ def test_a_supported_stacks_build_packs_the_staged_parts_at_the_nodes_staged_roo
     for part, rel in staging.objects(cfg, cfg.platform).items():
         assert f"  [{part}]={rel}\n" in conf  # the names the nodes compute, to publish under
     assert "NODE_PROFILE=supported" in conf and f"DEEPEP_DEFAULT_ROOT={root}" in conf
-    # Its manifest lists the staged parts only (and the venv's tar parts, read from its list: not built here).
-    assert store_build.built(cfg, Path("/nonexistent")) == list(staging.objects(cfg, cfg.platform).values())
+    # Its manifest lists the staged parts (and the venv's tar parts, read from its list: not built here), and
+    # on GCE gIB's two apt keys, which its VMs still fetch and only the manifest pins.
+    keys = (
+        [f"sources/{n}" for n in ("google-cloud-packages", "google-artifact-registry")] if stack == "gce-b200" else []
+    )
+    assert store_build.built(cfg, Path("/nonexistent")) == [*staging.objects(cfg, cfg.platform).values(), *keys]
+
+
+def test_gce_b200_with_a_manifest_takes_gibs_apt_keys_from_the_store(tmp_path: Path) -> None:
+    # gce-b200 (nodeProfile=supported) stages its user space, but its VMs still install nccl-gib from Google's
+    # apt repositories, whose two signing keys no project pin covers. With a manifest pinned (no first-up
+    # digest then), the nccl-gib phase's own apt_key must find each key in the store, pinned by the manifest
+    # the builder writes from `built`; a key the manifest misses is refused, and nccl-gib would fail on every VM.
+    cfg = cfg_of("gce-b200")
+    phase = (ROOT / "scripts/install/phases/12-nccl-gib.sh").read_text()
+    wanted = re.findall(r'apt_key "\$\w+" ([\w-]+)', phase)
+    assert wanted == ["google-cloud-packages", "google-artifact-registry"]
+    local = store.LocalStore(tmp_path / "store")
+    for name in wanted:
+        f = tmp_path / name
+        f.write_text(f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n{name}\n")
+        local.put(f"{store.SOURCES_DIR}/{name}", f)
+    rels = [r for r in store_build.built(cfg, tmp_path / "work") if local.has(r)]
+    manifest = tmp_path / "manifest.txt"
+    manifest.write_text(store_build.manifest_text({r: local.digest(r) for r in rels}))
+    sha = store.sha256_file(manifest)
+    local.put(f"manifests/{sha}.txt", manifest)
+    node = cfg_of("gce-b200", artifactStore=STACK_STORE, artifactStoreManifest=sha)
+    d = tmp_path / "installer"
+    for rel, text in installer.render_installer(node, "gce").items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    assert (d / "phases/12-nccl-gib.sh").is_file(), "the supported GCE profile ships the nccl-gib phase"
+    script = f"""
+set -Eeuo pipefail
+source {d}/config.sh
+source {d}/lib.sh
+PHASE=nccl-gib
+source {d}/phases/12-nccl-gib.sh
+mkdir -p "$CACHE"
+_download() {{ echo "no download here: $1" >&2; return 1; }}
+apt_key "$GOOGLE_APT_KEY_URL" google-cloud-packages
+apt_key "$GIB_APT_KEY_URL" google-artifact-registry
+"""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DEEPEP_INSTALL_ROOT": str(tmp_path / "root"),
+        "DEEPEP_SYSROOT": str(tmp_path / "sys"),
+        "DEEPEP_STORE_URL": str(tmp_path / "store"),
+        "DEEPEP_RETRY_BASE_S": "0",
+    }
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == [f"/etc/apt/keyrings/{n}.asc" for n in wanted]
+    for name in wanted:
+        assert (tmp_path / "sys/etc/apt/keyrings" / f"{name}.asc").read_text().endswith(f"{name}\n")
