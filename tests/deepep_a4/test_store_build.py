@@ -17,7 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from components import config, installer, staging
+from components import artifacts, config, installer, staging
 from deepep_a4.cli import main as cli
 from deepep_a4.tools import store, store_build
 from tests.components.test_installer import Machine, cfg_of
@@ -246,6 +246,7 @@ def test_gce_b200_with_a_manifest_takes_gibs_apt_keys_from_the_store(tmp_path: P
     local.put(f"manifests/{sha}.txt", manifest)
     node = cfg_of("gce-b200", artifactStore=STACK_STORE, artifactStoreManifest=sha)
     d = tmp_path / "installer"
+    artifacts.reset()  # the render registers what it publishes; other tests rendered other config.sh files
     for rel, text in installer.render_installer(node, "gce").items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / rel).write_text(text)
