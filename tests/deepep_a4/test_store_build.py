@@ -5,8 +5,10 @@ else."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import json
 import re
 import subprocess
 import tarfile
@@ -172,13 +174,28 @@ def test_a_node_refuses_an_object_that_is_not_the_one_its_manifest_pins(built: B
 
 
 def test_the_builder_refuses_to_vouch_for_an_object_someone_else_wrote(tmp_path: Path, built: Built) -> None:
-    _, remote, _, _ = built
-    [obj] = (remote / "artifacts" / "deepep").iterdir()
-    (obj / "sha256").write_text("f" * 64 + "\n")
+    _, remote, sha, _ = built
     local = store.LocalStore(tmp_path / "work" / "store")
     rels = store_build.built(cfg_of(), tmp_path / "work")
+    [obj] = (remote / "artifacts" / "deepep").iterdir()
+    # The recorded digest is the writer's word: a wrong one over the same bytes changes nothing.
+    (obj / "sha256").write_text("f" * 64 + "\n")
+    assert store_build.publish(local, store.LocalStore(remote), rels, echo=lambda _: None) == sha
+    # Other bytes under a recorded digest that claims this build's: judged by the bytes, refused.
+    (obj / "data").write_bytes(b"someone else's")
+    (obj / "sha256").write_text(local.digest(f"artifacts/deepep/{obj.name}") + "\n")
     with pytest.raises(click.ClickException, match="written elsewhere"):
         store_build.publish(local, store.LocalStore(remote), rels, echo=lambda _: None)
+
+
+def test_the_builder_hashes_what_it_uploads_and_refuses_a_stale_work_folder(tmp_path: Path, built: Built) -> None:
+    del built  # the build left its work folder under tmp_path
+    local = store.LocalStore(tmp_path / "work" / "store")
+    rels = store_build.built(cfg_of(), tmp_path / "work")
+    [obj] = (local.root / "artifacts" / "nvshmem").iterdir()
+    (obj / "data").write_bytes(b"an older build's bytes")  # its recorded sha256 is still this build's
+    with pytest.raises(click.ClickException, match="stale or altered"):
+        store_build.publish(local, store.LocalStore(tmp_path / "fresh"), rels, echo=lambda _: None)
 
 
 def test_deepep_from_the_store_must_be_the_pinned_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,3 +291,17 @@ apt_key "$GIB_APT_KEY_URL" google-artifact-registry
     assert proc.stdout.split() == [f"/etc/apt/keyrings/{n}.asc" for n in wanted]
     for name in wanted:
         assert (tmp_path / "sys/etc/apt/keyrings" / f"{name}.asc").read_text().endswith(f"{name}\n")
+
+
+def test_a_gcs_object_is_judged_by_the_md5_cloud_storage_computed(tmp_path: Path) -> None:
+    # `gcloud storage objects describe --format=json` shows md5_hash, the base64 MD5 the service computed of
+    # the stored bytes (https://cloud.google.com/storage/docs/hashes-etags); custom metadata is the writer's.
+    f = tmp_path / "part.tar"
+    f.write_bytes(b"the build's bytes")
+    md5 = base64.b64encode(hashlib.md5(f.read_bytes(), usedforsecurity=False).digest()).decode()
+    fake = tmp_path / "gcloud"
+    for stored, same in ((md5, True), (base64.b64encode(b"x" * 16).decode(), False)):
+        meta = {"md5_hash": stored, "custom_fields": {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}}
+        fake.write_text(f"#!/bin/sh\necho '{json.dumps(meta)}'\n")
+        fake.chmod(0o755)
+        assert store.GcsStore("gs://b/p", gcloud=str(fake)).same_bytes("artifacts/x", f) is same
