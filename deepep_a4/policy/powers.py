@@ -249,7 +249,9 @@ def _node_configs(type_: str, props: Props) -> Iterator[tuple[str, str | None, M
         ]
         for where, nc in configs:
             if isinstance(nc, Mapping):
-                sa = nc.get("serviceAccount")
+                # GKE runs a node config without a service account as the default one ("default"); a value
+                # still unknown in a preview never gets here (pulumi-policy skips the rule on reading it).
+                sa = nc.get("serviceAccount") or "default"
                 mode = get_path(nc, "workloadMetadataConfig", "mode")
                 yield where, sa if isinstance(sa, str) else None, nc.get("metadata") or {}, mode
 
@@ -275,8 +277,9 @@ def node_identity(type_: str, props: Props) -> list[str]:
 # IAP's TCP forwarding range, the one public source a firewall may admit
 # (https://cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule).
 IAP_RANGE = ipaddress.ip_network("35.235.240.0/20")
-# An authorized network may be one public range this small (the deployer's office), never more.
-AUTHORIZED_MAX = {4: 24, 6: 56}
+# An authorized network may be one public range this small (the deployer's own addresses: 16 IPv4, one IPv6
+# /64), never more; 1.0.0.0/8 or 0.0.0.0/1 is the internet, not an office.
+AUTHORIZED_MAX = {4: 28, 6: 64}
 # IANA's special-purpose ranges that are not globally reachable (RFC 6890 registries, "Globally Reachable:
 # False"); a range inside one of them reaches no global address.
 NOT_GLOBAL = [

@@ -14,7 +14,7 @@ import ipaddress
 import json
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from scripts import names
@@ -69,8 +69,14 @@ def get_path(props: Any, *path: str) -> Any:
     return props
 
 
+def is_list(value: Any) -> bool:
+    """A list as the rules see one: pulumi-policy hands them its own Sequence proxies (pulumi_policy/proxy.py
+    _ListProxy, which raise on reading an unknown value), not lists."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
+    return list(value) if is_list(value) else []
 
 
 def kind_of(type_: str) -> str:
@@ -84,13 +90,13 @@ def _find_pod_specs(value: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
     if depth > 12:
         return
     if isinstance(value, Mapping):
-        if isinstance(value.get("containers"), (list, tuple)):
+        if is_list(value.get("containers")):
             yield value
             return
         for key, inner in value.items():
             if key != "metadata":
                 yield from _find_pod_specs(inner, depth + 1)
-    elif isinstance(value, (list, tuple)):
+    elif is_list(value):
         for inner in value:
             yield from _find_pod_specs(inner, depth + 1)
 

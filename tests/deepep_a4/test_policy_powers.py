@@ -15,6 +15,7 @@ import pytest
 from deepep_a4.policy import powers, rules, trust
 from deepep_a4.tools import plan_engine
 from tests.conftest import plan, stack_config
+from tests.deepep_a4 import test_policy_trust
 
 IMG = "ubuntu:24.04@sha256:" + "ab" * 32
 SA = "serviceAccount:x-nodes@p.iam.gserviceaccount.com"
@@ -187,7 +188,9 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("node-identity", powers.INSTANCE_TEMPLATE, vm(metadata={"serial-port-enable": "TRUE"}), True),
     ("node-identity", powers.INSTANCE, vm(metadata={"disable-legacy-endpoints": False}), True),
     ("node-identity", A4_POOL, pool(), False),
-    ("node-identity", A4_POOL, pool(serviceAccount=None, workloadMetadataConfig=None), False),  # unknown in a preview
+    # No account: GKE runs the nodes as the default one (a value unknown in a preview is never judged).
+    ("node-identity", A4_POOL, pool(serviceAccount=None), True),
+    ("node-identity", A4_POOL, pool(workloadMetadataConfig=None), False),  # the cluster's Workload Identity
     ("node-identity", powers.INSTANCE, vm(), False),
     ("no-global-address", trust.FIREWALL, fw("1.0.0.0/8"), True),
     ("no-global-address", trust.FIREWALL, fw("0.0.0.0/1"), True),
@@ -199,7 +202,8 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("no-global-address", trust.CLUSTER, authorized("1.0.0.0/8"), True),
     ("no-global-address", trust.CLUSTER, authorized("0.0.0.0/1"), True),
     ("no-global-address", trust.CLUSTER, authorized("198.51.100.0/24", "8.0.0.0/16"), True),
-    ("no-global-address", trust.CLUSTER, authorized("203.0.113.0/24", "8.8.4.0/24", "10.0.0.0/8"), False),
+    ("no-global-address", trust.CLUSTER, authorized("8.8.4.0/24"), True),
+    ("no-global-address", trust.CLUSTER, authorized("203.0.113.0/24", "8.8.4.0/28", "10.0.0.0/8"), False),
 ]
 
 
@@ -309,3 +313,24 @@ def test_the_stacks_plans_pass_the_power_rules(stack: str) -> None:
         for msg in check(r["type"], r["inputs"])
     ]
     assert problems == []
+
+
+# -- as the engine hands them: pulumi-policy's proxies ------------------------------------------------------
+
+
+def test_every_case_is_judged_the_same_through_pulumi_policys_proxies() -> None:
+    # The engine's resource policies get props wrapped by pulumi_policy/proxy.py unknown_checking_proxy: a
+    # Mapping and Sequence proxy per dict and list (not dicts and lists), which raises UnknownValueError on
+    # reading an unknown value (policy.py then skips the rule for that resource). A rule that tested
+    # isinstance(x, list) would pass everything under the real engine.
+    pp = pytest.importorskip("pulumi_policy.proxy")
+    for rule, type_, props, refused in [*CASES, *test_policy_trust.CASES]:
+        _, check = rules.RESOURCE_RULES[rule]
+        assert bool(check(type_, pp.unknown_checking_proxy(props))) == refused, (rule, type_, props)
+
+
+def test_an_unknown_value_is_not_judged_but_raises_for_the_engine_to_skip() -> None:
+    pp = pytest.importorskip("pulumi_policy.proxy")
+    kind, props = ds(volumes=[{"name": "v", "hostPath": {"path": pp.UNKNOWN_STRING_VALUE}}])
+    with pytest.raises(pp.UnknownValueError):
+        powers.host_paths_allowed(kind, pp.unknown_checking_proxy(props))
