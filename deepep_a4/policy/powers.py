@@ -185,6 +185,11 @@ def host_paths_allowed(type_: str, props: Props) -> list[str]:
     who, specs = pods_of(type_, props)
     ours = who[1] == names.NAMESPACE
     problems = []
+    if kind_of(type_) == "PersistentVolume":  # a volume any claim mounts: the stack makes none on the host
+        for key in ("hostPath", "local"):
+            raw = get_path(props, "spec", key, "path")
+            if isinstance(raw, str):
+                problems.append(f"PersistentVolume on the host's {raw} ({key}): any pod that claims it mounts it")
     for spec in specs:
         for v in as_list(get_path(spec, "volumes")):
             raw = get_path(v, "hostPath", "path")
@@ -228,6 +233,7 @@ def capabilities_and_host_ipc(type_: str, props: Props) -> list[str]:
 INSTANCE = "gcp:compute/instance:Instance"
 INSTANCE_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 REGION_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+FROM_TEMPLATE = "gcp:compute/instanceFromTemplate:InstanceFromTemplate"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 # Compute Engine's default account, PROJECT_NUMBER-compute@developer.gserviceaccount.com, holds project
@@ -239,7 +245,7 @@ TRUE = ("true", "1", "yes", "on")
 
 def _node_configs(type_: str, props: Props) -> Iterator[tuple[str, str | None, Mapping[str, Any], Any]]:
     """(where, service account, metadata, workload metadata mode) of each node or VM the resource creates."""
-    if type_ in (INSTANCE, INSTANCE_TEMPLATE, REGION_TEMPLATE):
+    if type_ in (INSTANCE, INSTANCE_TEMPLATE, REGION_TEMPLATE, FROM_TEMPLATE):
         sa = get_path(props, "serviceAccount", "email")
         yield "the VM", sa if isinstance(sa, str) else None, props.get("metadata") or {}, None
     elif type_ in (NODE_POOL, CLUSTER):
@@ -317,6 +323,14 @@ def no_global_address(type_: str, props: Props) -> list[str]:
                     problems.append(
                         f"firewall allows ingress from {text}, public addresses: admit private ranges or IAP's"
                     )
+    # Firewall policies' rules (gcp:compute/firewallPolicyRule, networkFirewallPolicyRule, region...): the
+    # same test on match.srcIpRanges of an ingress rule whose action admits.
+    if type_.startswith("gcp:compute/") and type_.endswith("FirewallPolicyRule") and props.get("disabled") is not True:
+        ingress = str(props.get("direction") or "INGRESS").upper() == "INGRESS"
+        if ingress and str(props.get("action") or "").lower() in ("allow", "goto_next"):
+            for text, net in _nets(as_list(get_path(props, "match", "srcIpRanges"))):
+                if reaches_global(net) and not (net.version == 4 and net.subnet_of(IAP_RANGE)):  # type: ignore[arg-type]
+                    problems.append(f"firewall policy rule admits {text}, public addresses: admit private ranges")
     if type_ == CLUSTER:
         blocks = [
             get_path(b, "cidrBlock") for b in as_list(get_path(props, "masterAuthorizedNetworksConfig", "cidrBlocks"))

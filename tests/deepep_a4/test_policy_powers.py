@@ -169,6 +169,8 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
         },
         True,
     ),
+    ("host-paths-allowed", "kubernetes:core/v1:PersistentVolume", {"spec": {"hostPath": {"path": "/var/lib"}}}, True),
+    ("host-paths-allowed", "kubernetes:core/v1:PersistentVolume", {"spec": {"csi": {"driver": "pd"}}}, False),
     ("host-paths-allowed", *ds(volumes=host("/home/kubernetes/bin/gib")), False),
     ("host-paths-allowed", *ds(volumes=host("/home/kubernetes/bin/nvidia/deepep/state")), False),
     ("capabilities-and-host-ipc", *ds(hostIPC=True), True),
@@ -186,6 +188,7 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("node-identity", powers.CLUSTER, {"nodePools": [pool(serviceAccount="default")]}, True),
     ("node-identity", powers.INSTANCE, vm(serviceAccount={"email": "9-compute@developer.gserviceaccount.com"}), True),
     ("node-identity", powers.INSTANCE_TEMPLATE, vm(metadata={"serial-port-enable": "TRUE"}), True),
+    ("node-identity", powers.FROM_TEMPLATE, vm(serviceAccount={"email": "default"}), True),
     ("node-identity", powers.INSTANCE, vm(metadata={"disable-legacy-endpoints": False}), True),
     ("node-identity", A4_POOL, pool(), False),
     # No account: GKE runs the nodes as the default one (a value unknown in a preview is never judged).
@@ -199,6 +202,18 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("no-global-address", trust.FIREWALL, fw("172.0.0.0/8"), True),  # overlaps public space around 172.16/12
     ("no-global-address", trust.FIREWALL, fw("10.0.0.0/8", "35.235.240.0/20", "192.168.0.0/16"), False),
     ("no-global-address", trust.FIREWALL, {**fw("1.0.0.0/8"), "allows": [], "denies": [{"protocol": "all"}]}, False),
+    (
+        "no-global-address",
+        "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+        {"direction": "INGRESS", "action": "allow", "match": {"srcIpRanges": ["1.0.0.0/8"]}},
+        True,
+    ),
+    (
+        "no-global-address",
+        "gcp:compute/firewallPolicyRule:FirewallPolicyRule",
+        {"direction": "INGRESS", "action": "deny", "match": {"srcIpRanges": ["1.0.0.0/8"]}},
+        False,
+    ),
     ("no-global-address", trust.CLUSTER, authorized("1.0.0.0/8"), True),
     ("no-global-address", trust.CLUSTER, authorized("0.0.0.0/1"), True),
     ("no-global-address", trust.CLUSTER, authorized("198.51.100.0/24", "8.0.0.0/16"), True),
