@@ -31,17 +31,16 @@ from scripts import names
 
 # -- IAM: roles by member ------------------------------------------------------------------------------
 
-# The predefined roles the stack grants (components/gke_nodepool.py NODE_ROLES, store.py, gce_results.py).
-# Custom roles (projects/P/roles/R) are judged by their permissions (custom_role_permissions).
-ALLOWED_ROLES = frozenset(
-    {
-        "roles/container.defaultNodeServiceAccount",
-        "roles/artifactregistry.reader",
-        "roles/storage.objectViewer",
-        "roles/storage.objectCreator",
-        "roles/storage.objectAdmin",
-    }
-)
+# The predefined roles the stack grants (components/gke_nodepool.py NODE_ROLES, store.py, gce_results.py), each
+# on the one kind of resource it is granted on: object roles on a bucket, image reads on a repository, never
+# project-wide. Custom roles (projects/P/roles/R) are judged by their permissions (custom_role_permissions).
+ALLOWED_ROLES: dict[str, str] = {
+    "roles/container.defaultNodeServiceAccount": "gcp:projects/",
+    "roles/artifactregistry.reader": "gcp:artifactregistry/",
+    "roles/storage.objectViewer": "gcp:storage/",
+    "roles/storage.objectCreator": "gcp:storage/",
+    "roles/storage.objectAdmin": "gcp:storage/",
+}
 # Roles that act as another identity or change who may: never granted by the stack, to anyone
 # (https://cloud.google.com/iam/docs/service-account-permissions: "roles that let principals impersonate").
 IMPERSONATION_ROLES = frozenset(
@@ -118,6 +117,9 @@ def iam_roles_allowed(type_: str, props: Props) -> list[str]:
             problems.append(
                 f"grants {role} to {member}: not a role the stack uses ({', '.join(sorted(ALLOWED_ROLES))})"
             )
+        elif role in ALLOWED_ROLES and not type_.startswith(ALLOWED_ROLES[role]):
+            where = ALLOWED_ROLES[role].removeprefix("gcp:").rstrip("/")
+            problems.append(f"grants {role} to {member} on a {type_}: the stack grants it on one {where} resource")
     return problems
 
 

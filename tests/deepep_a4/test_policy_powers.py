@@ -91,6 +91,15 @@ CASES: list[tuple[str, str, dict[str, Any], bool]] = [
     ("iam-roles-allowed", SA_MEMBER, {"role": "roles/iam.serviceAccountUser", "member": "user:a@example.com"}, True),
     ("iam-roles-allowed", SA_MEMBER, {"role": "roles/iam.workloadIdentityUser", "member": "principalSet://x/*"}, True),
     ("iam-roles-allowed", PROJECT_MEMBER, {"role": "roles/compute.admin", "member": SA}, True),
+    # The nodes' image read and object roles, project-wide instead of on one repository or bucket.
+    ("iam-roles-allowed", PROJECT_MEMBER, {"role": "roles/artifactregistry.reader", "member": SA}, True),
+    ("iam-roles-allowed", PROJECT_MEMBER, {"role": "roles/storage.objectAdmin", "member": SA}, True),
+    (
+        "iam-roles-allowed",
+        "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+        {"role": "roles/artifactregistry.reader", "member": SA, "repository": "bench"},
+        False,
+    ),
     (
         "iam-roles-allowed",
         "gcp:projects/iAMPolicy:IAMPolicy",
