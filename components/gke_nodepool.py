@@ -14,6 +14,7 @@ A4NodePool
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +39,14 @@ NODE_ROLES = (
     # required role for GKE", https://cloud.google.com/kubernetes-engine/security/configure-node-service-accounts
     # It covers what logging.logWriter and monitoring.metricWriter granted here before.
     "roles/container.defaultNodeServiceAccount",
-    # Pulls from the project's private Artifact Registry repositories, which the role above does not cover.
-    "roles/artifactregistry.reader",
 )
+# No project-wide Artifact Registry read: every image the nodes pull is public (gIB's
+# us-docker.pkg.dev/gce-ai-infra, GKE's gke.gcr.io pause, the staging and benchmark images on Docker Hub).
+# A stack whose containerImage or installerImage lives in a Docker repository of its own project gets read
+# on that one repository (repository_grants), nothing wider.
+REPOSITORY_ROLE = "roles/artifactregistry.reader"
+# LOCATION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE (https://cloud.google.com/artifact-registry/docs/docker/names)
+AR_IMAGE = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/(?P<repository>[^/@:]+)/")
 # The system pool's own account: it runs kube-dns, konnectivity and metrics-server, and any pod that lands on
 # it can reach its token; it needs GKE's node minimum only (no image pulls from private repositories, no store).
 SYSTEM_NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
@@ -66,6 +72,17 @@ SYSTEM_MACHINE_TYPE = names.SYSTEM_MACHINE_TYPE
 SYSTEM_NODE_COUNT = names.SYSTEM_NODE_COUNT
 
 
+def project_repositories(cfg: StackConfig) -> list[tuple[str, str]]:
+    """(location, repository) of each Artifact Registry repository of the stack's project that an image of the
+    stack (containerImage, installerImage) is pulled from."""
+    found: list[tuple[str, str]] = []
+    for image in (cfg.gke.container_image, cfg.gke.installer_image):
+        m = AR_IMAGE.match(image or "")
+        if m and m["project"] == cfg.project and (m["location"], m["repository"]) not in found:
+            found.append((m["location"], m["repository"]))
+    return found
+
+
 def service_account_id(name_prefix: str, suffix: str = "nodes") -> str:
     """A 6-30 character account id derived from the stack's prefix."""
     return f"{name_prefix[: 29 - len(suffix)].rstrip('-')}-{suffix}"
@@ -76,20 +93,21 @@ class NodeServiceAccountArgs:
     cfg: StackConfig
     suffix: str = "nodes"
     roles: tuple[str, ...] = NODE_ROLES
-    purpose: str = "GKE nodes: write logs and metrics, pull images; nothing else"
+    purpose: str = "GKE nodes: write logs and metrics; nothing else"
+    repositories: bool = True  # read on the project's repositories the stack's images come from
 
     @staticmethod
     def system(cfg: StackConfig) -> NodeServiceAccountArgs:
         """The system pool's account: GKE's node minimum only, never the A4 nodes' grants (store, images)."""
         purpose = "GKE system pool: write logs and metrics; nothing else"
-        return NodeServiceAccountArgs(cfg, "system", SYSTEM_NODE_ROLES, purpose)
+        return NodeServiceAccountArgs(cfg, "system", SYSTEM_NODE_ROLES, purpose, repositories=False)
 
 
 class NodeServiceAccount(pulumi.ComponentResource):
     """A GKE node pool's service account and its project roles (`args.roles`, nothing else)."""
 
     account: gcp.serviceaccount.Account
-    grants: list[gcp.projects.IAMMember]
+    grants: list[gcp.projects.IAMMember | gcp.artifactregistry.RepositoryIamMember]
 
     def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:NodeServiceAccount", name, None, opts)
@@ -107,6 +125,19 @@ class NodeServiceAccount(pulumi.ComponentResource):
                 f"{name}-{role.rsplit('/', 1)[1]}", project=project, role=role, member=self.account.member, opts=child
             )
             for role in args.roles
+        ]
+        repositories = project_repositories(args.cfg) if args.repositories else []
+        self.grants += [
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{name}-read-{location}-{repository}",
+                project=project,
+                location=location,
+                repository=repository,
+                role=REPOSITORY_ROLE,
+                member=self.account.member,
+                opts=child,
+            )
+            for location, repository in repositories
         ]
         self.register_outputs({"email": self.account.email, "roles": list(args.roles)})
 

@@ -12,8 +12,12 @@ For a signing key the digest is the key file's sha256 (no fingerprint is publish
   `installer.FIRST_UP_STAND_IN`, which the plan lists and which a node refuses by name (lib.sh `fetch`).
 - The installer's hash is named by the text with the stand-ins (installer._render), so the digest that
   replaces them changes no INSTALLER_HASH: the first `up` after this one replaces no node.
-- Resolved digests are cached per URL on the deployer's machine (`cache_file()`), so a later `up` there does
-  not download again; a `versionOverrides` entry (URL and sha256) pins a download itself and nothing is fetched.
+- Resolved digests are cached on the deployer's machine (`cache_file()`) per stack and URL, so a later `up`
+  of that stack does not download again. Another stack's first `up` downloads for itself: one stack's first
+  answer never becomes another's pin. An entry does not expire: it is the stack's own first answer, which its
+  Stash keeps as well; a `pulumi destroy` then `up` of the same stack reuses it (delete the file, or set
+  DEEPEP_A4_DIGEST_CACHE to a fresh path, for a new first use). A `versionOverrides` entry (URL and sha256)
+  pins a download itself and nothing is fetched.
 - A later `up` never depends on the URL: the Stash's `output` is what it held at creation and an `up` never
   changes it (pulumi's Stash: "output: the value saved in the state"; `input`: "the most recent value
   passed"), so a failed download there is an input nobody reads (`UNRESOLVED`). Only a Stash created by this
@@ -104,19 +108,20 @@ def _read_cache(path: Path) -> dict[str, str]:
     return {u: d for u, d in data.items() if isinstance(d, str) and SHA256_RE.match(d)}
 
 
-def cached_sha256(url: str, download: Download) -> str:
-    """The URL's sha256 from the cache on this machine, else downloaded (and then cached)."""
+def cached_sha256(url: str, download: Download, scope: str = "") -> str:
+    """The URL's sha256 from the cache on this machine for `scope` (a stack), else downloaded (then cached)."""
     path = cache_file()
     known = _read_cache(path)
-    if url in known:
-        return known[url]
+    key = f"{scope} {url}" if scope else url
+    if key in known:
+        return known[key]
     got = download(url)
     if not SHA256_RE.match(got or ""):
         raise PinError(f"{url}: the download gave {got!r}, not a sha256")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({**_read_cache(path), url: got}, indent=1, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps({**_read_cache(path), key: got}, indent=1, sort_keys=True) + "\n")
         tmp.replace(path)
     except OSError as err:  # a cache we cannot write costs a download next time, nothing more
         pulumi.log.warn(f"could not cache the sha256 of {url} in {path}: {err}")
@@ -164,11 +169,11 @@ def _fix(name: str, url: str) -> str:
 UNRESOLVED = "unresolved: "
 
 
-def _resolve(name: str, url: str) -> str:
+def _resolve(name: str, url: str, scope: str) -> str:
     """The sha256 of `url`, or UNRESOLVED with the reason: a Stash that already holds a digest keeps it."""
     download = _MODE["download"]
     try:
-        return cached_sha256(url, download if callable(download) else https_sha256)
+        return cached_sha256(url, download if callable(download) else https_sha256, scope)
     except Exception as err:  # any failure is the same one line for the deployer, if it matters at all
         return f"{UNRESOLVED}downloading {url} failed ({err})"
 
@@ -226,7 +231,8 @@ def resolved(cfg: StackConfig, parent: pulumi.Resource | None = None) -> pulumi.
     kept: dict[str, pulumi.Output[str]] = {}
     for name in names:
         url = urls[name]
-        value = installer.FIRST_UP_STAND_IN if _stand_ins_allowed() else _resolve(name, url)
+        scope = f"{cfg.project}/{cfg.stack}"
+        value = installer.FIRST_UP_STAND_IN if _stand_ins_allowed() else _resolve(name, url, scope)
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         stash = pulumi.Stash(
             f"pin-{slug}-{hashlib.sha256(url.encode()).hexdigest()[:8]}",

@@ -26,6 +26,7 @@ API_AND_ROLE = {
     "projects": ("cloudresourcemanager.googleapis.com", "roles/resourcemanager.projectIamAdmin"),
     "storage": ("storage.googleapis.com", "roles/storage.admin"),
     "cloudscheduler": ("cloudscheduler.googleapis.com", "roles/cloudscheduler.admin"),
+    "artifactregistry": ("artifactregistry.googleapis.com", "roles/artifactregistry.admin"),
 }
 
 

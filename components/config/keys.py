@@ -347,8 +347,8 @@ KEYS: tuple[Key, ...] = (
         "allowUnpinnedImages",
         bool,
         False,
-        "Accept a containerImage without @sha256:<digest> (a tag can be moved to other bytes under the "
-        "privileged installer); for trying an image only.",
+        "Accept a containerImage or installerImage without @sha256:<digest> (a tag can be moved to other bytes "
+        "under the privileged installer); for trying an image only.",
     ),
     Key(
         "installerImage",

@@ -17,6 +17,7 @@ from components.config.rules import (
     check_explicit,
     check_gce,
     check_identity,
+    check_installer_image,
     check_network,
     check_node_profile,
     check_runtime,
@@ -138,6 +139,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_explicit(v, set(raw), problems)
     check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
+    check_installer_image(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
     overrides = parse_overrides(v, problems)

@@ -64,19 +64,25 @@ def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(
             Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
         )
-    elif "@sha256:" not in v["containerImage"] and not v["allowUnpinnedImages"]:
-        problems.append(
-            Problem(
-                "containerImage",
-                v["containerImage"],
-                "must be pinned by digest, name[:tag]@sha256:<64 hex> (a tag can move; allowUnpinnedImages: true "
-                "accepts it)",
-            )
-        )
+    else:
+        _require_digest("containerImage", v, problems)
     if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
         )
+
+
+def _require_digest(key: str, v: dict[str, Any], problems: list[Problem]) -> None:
+    if "@sha256:" not in v[key] and not v["allowUnpinnedImages"]:
+        pinned = "name[:tag]@sha256:<64 hex> (a tag can move; allowUnpinnedImages: true accepts it)"
+        problems.append(Problem(key, v[key], f"must be pinned by digest, {pinned}"))
+
+
+def check_installer_image(v: dict[str, Any], problems: list[Problem]) -> None:
+    """installerImage runs the supported profile's staging as root on every A4 node: pinned by digest, as
+    containerImage (allowUnpinnedImages: true accepts a tag, for trying an image only)."""
+    if _IMAGE_RE.match(v["installerImage"]):
+        _require_digest("installerImage", v, problems)
 
 
 def check_explicit(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:

@@ -9,15 +9,15 @@ Properties can be unknown during a preview (computed outputs): a rule only judge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from components.config import provisioning
-from deepep_a4.policy import trust
+from deepep_a4.policy import powers, trust
 
 # The shapes both rule sets read (pod specs by kind, nested properties) live in trust.py, which this imports.
-from deepep_a4.policy.trust import POD_SPEC_PATHS, Props, as_list, get_path
+from deepep_a4.policy.trust import Props, as_list, containers, get_path, pod_specs
 
 # The namespace of the installer DaemonSet (scripts.names.NAMESPACE; a test keeps them equal).
 # The pack runs in its own virtualenv and cannot import the program's modules.
@@ -150,15 +150,11 @@ def no_open_firewall(type_: str, props: Props) -> list[str]:
 
 
 def privileged_only_in_installer_namespace(type_: str, props: Props) -> list[str]:
-    path = POD_SPEC_PATHS.get(type_)
-    if path is None:
-        return []
-    spec = get_path(props, *path)
     privileged = [
         str(c.get("name", "?"))
-        for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in as_list(get_path(spec, key))
-        if isinstance(c, Mapping) and get_path(c, "securityContext", "privileged") is True
+        for spec in pod_specs(type_, props)
+        for c in containers(spec)
+        if get_path(c, "securityContext", "privileged") is True
     ]
     namespace = get_path(props, "metadata", "namespace") or "default"
     if privileged and namespace != INSTALLER_NAMESPACE:
@@ -240,3 +236,7 @@ STACK_RULES: dict[str, tuple[str, Callable[[Iterable[Resource]], list[str]]]] = 
         rdma_zone_matches_nodes,
     ),
 }
+
+# What a resource grants or mounts, whatever it is called (powers.py): roles by member, RBAC subjects,
+# hostPath, capabilities, node identity, global addresses. All mandatory.
+RESOURCE_RULES.update(powers.RESOURCE_RULES)

@@ -14,7 +14,7 @@ import ipaddress
 import json
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from scripts import names
@@ -32,6 +32,11 @@ INSTALLER = ("kubernetes:apps/v1:DaemonSet", names.NAMESPACE, names.INSTALLER_NA
 RDMA_JOBS = {
     ("kubernetes:batch/v1:Job", names.NAMESPACE, f"deepep-{t}") for t in ("internode", "low-latency", "elastic")
 }
+# Where each kind that runs pods keeps its pod spec. pulumi-kubernetes names every kind of every API version
+# `kubernetes:<group>/<version>:<Kind>`, and for each one a server-side-apply `<Kind>Patch` of the same shape
+# (pulumi-kubernetes provider/pkg/gen/schema.go: `kinds = append(kinds, kind+"Patch")`); PodTemplate and
+# ReplicationController carry pod templates too. pod_specs also finds a pod spec wherever a `containers` list
+# sits (a custom resource such as a JobSet), so no kind escapes the pod rules by its name.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "kubernetes:core/v1:Pod": ("spec",),
     "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
@@ -40,6 +45,19 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
     "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
     "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+POD_SPEC_BY_KIND: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "PodTemplate": ("template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    # settings.k8s.io/v1alpha1 PodPreset injects its volumes (hostPath ones too) into the pods it selects.
+    "PodPreset": ("spec",),
 }
 
 Props = Mapping[str, Any]
@@ -53,8 +71,61 @@ def get_path(props: Any, *path: str) -> Any:
     return props
 
 
+def is_list(value: Any) -> bool:
+    """A list as the rules see one: pulumi-policy hands them its own Sequence proxies (pulumi_policy/proxy.py
+    _ListProxy, which raise on reading an unknown value), not lists."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
+    return list(value) if is_list(value) else []
+
+
+def kind_of(type_: str) -> str:
+    """`kubernetes:apps/v1:DaemonSetPatch` -> DaemonSet; '' for a type that is not a Kubernetes kind."""
+    if not type_.startswith("kubernetes:") or type_.count(":") != 2:
+        return ""
+    return type_.rsplit(":", 1)[-1].removesuffix("Patch")
+
+
+def _find_pod_specs(value: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
+    if depth > 12:
+        return
+    if isinstance(value, Mapping):
+        if is_list(value.get("containers")):
+            yield value
+            return
+        for key, inner in value.items():
+            if key != "metadata":
+                yield from _find_pod_specs(inner, depth + 1)
+    elif is_list(value):
+        for inner in value:
+            yield from _find_pod_specs(inner, depth + 1)
+
+
+def pod_specs(type_: str, props: Props) -> list[Mapping[str, Any]]:
+    """Every pod spec a Kubernetes object carries: at its kind's place (any API version, Patch kinds too), and
+    any other mapping with a `containers` list. A patch or template without containers still has its spec
+    judged (a patch may add only volumes or hostPID)."""
+    kind = kind_of(type_)
+    if not kind:
+        return []
+    found: list[Mapping[str, Any]] = []
+    path = POD_SPEC_BY_KIND.get(kind)
+    at = get_path(props, *path) if path else None
+    if isinstance(at, Mapping):
+        found.append(at)
+    found += [spec for spec in _find_pod_specs(props) if all(spec is not f for f in found)]
+    return found
+
+
+def containers(spec: Any) -> list[Mapping[str, Any]]:
+    return [
+        c
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for c in as_list(get_path(spec, key))
+        if isinstance(c, Mapping)
+    ]
 
 
 # -- IAM for everyone --------------------------------------------------------------------------------
@@ -146,35 +217,35 @@ def no_every_address(type_: str, props: Props) -> list[str]:
 # -- the host's namespaces and root ------------------------------------------------------------------
 
 
-def _pod(type_: str, props: Props) -> tuple[tuple[str, str, str], Any] | None:
-    """(kind, namespace, name) and the pod spec of an object that runs pods. The namespace comes from the
+def pods_of(type_: str, props: Props) -> tuple[tuple[str, str, str], list[Mapping[str, Any]]]:
+    """(kind, namespace, name) and the pod specs of an object that runs pods. The namespace comes from the
     Namespace object's output, which a preview may not know yet: unknown counts as the program's own."""
-    path = POD_SPEC_PATHS.get(type_)
-    if path is None:
-        return None
     meta = props.get("metadata") or {}
-    who = (type_, str(get_path(meta, "namespace") or names.NAMESPACE), str(get_path(meta, "name") or ""))
-    return who, get_path(props, *path) or {}
+    # A List kind's items carry their own namespaces: judged as nobody's (the strictest).
+    default = "" if kind_of(type_).endswith("List") else names.NAMESPACE
+    who = (type_, str(get_path(meta, "namespace") or default), str(get_path(meta, "name") or ""))
+    return who, pod_specs(type_, props)
 
 
 def host_namespaces_only_where_needed(type_: str, props: Props) -> list[str]:
-    found = _pod(type_, props)
-    if found is None:
-        return []
-    who, spec = found
+    who, specs = pods_of(type_, props)
     installer = who == INSTALLER
     problems = []
-    if spec.get("hostPID") is True and not installer:
-        problems.append("hostPID outside the installer DaemonSet: the pod sees and can signal every host process")
-    roots = [
-        v.get("name")
-        for v in as_list(spec.get("volumes"))
-        if isinstance(get_path(v, "hostPath", "path"), str) and posixpath.normpath(v["hostPath"]["path"]) in ("/", "//")
-    ]
-    if roots and not installer:
-        problems.append(f"hostPath / ({', '.join(map(str, roots))}) outside the installer: the host's whole disk")
-    if spec.get("hostNetwork") is True and not installer and who not in RDMA_JOBS:
-        problems.append("hostNetwork outside the installer and the RDMA benchmark Jobs: the node's network and ports")
+    for spec in specs:
+        if spec.get("hostPID") is True and not installer:
+            problems.append("hostPID outside the installer DaemonSet: the pod sees and can signal every host process")
+        roots = [
+            v.get("name")
+            for v in as_list(spec.get("volumes"))
+            if isinstance(get_path(v, "hostPath", "path"), str)
+            and posixpath.normpath(v["hostPath"]["path"]) in ("/", "//")
+        ]
+        if roots and not installer:
+            problems.append(f"hostPath / ({', '.join(map(str, roots))}) outside the installer: the host's whole disk")
+        if spec.get("hostNetwork") is True and not installer and who not in RDMA_JOBS:
+            problems.append(
+                "hostNetwork outside the installer and the RDMA benchmark Jobs: the node's network and ports"
+            )
     return problems
 
 
@@ -182,15 +253,11 @@ def host_namespaces_only_where_needed(type_: str, props: Props) -> list[str]:
 
 
 def images_by_digest(type_: str, props: Props) -> list[str]:
-    found = _pod(type_, props)
-    if found is None:
-        return []
-    _, spec = found
     bad = [
         f"{c.get('name', '?')}={c.get('image')}"
-        for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in as_list(spec.get(key))
-        if isinstance(c, Mapping) and isinstance(c.get("image"), str) and not DIGEST.search(c["image"])
+        for spec in pod_specs(type_, props)
+        for c in containers(spec)
+        if isinstance(c.get("image"), str) and not DIGEST.search(c["image"])
     ]
     return [f"image(s) without @sha256:<digest>: {', '.join(bad)} (a tag can move to other bytes)"] if bad else []
 

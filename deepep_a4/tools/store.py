@@ -15,6 +15,7 @@ Objects are written as the nodes write them: create-only, with their sha256 (Clo
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -119,6 +120,12 @@ class LocalStore:
         f = self.root / rel / "sha256"
         return f.read_text().strip() if f.is_file() else ""
 
+    def same_bytes(self, rel: str, file: Path) -> bool:
+        """Whether REL holds FILE's bytes, by hashing both (not by the recorded digest, which anyone who
+        writes the folder writes too)."""
+        data = self.root / rel / "data"
+        return data.is_file() and sha256_file(data) == sha256_file(file)
+
     def put(self, rel: str, file: Path) -> bool:
         target = self.root / rel
         if target.exists():
@@ -169,6 +176,21 @@ class GcsStore:
         if proc.returncode != 0:
             raise click.ClickException(f"gcloud storage cat {self.url}/{rel} failed: {proc.stderr.decode()[-400:]}")
         return proc.stdout
+
+    def same_bytes(self, rel: str, file: Path) -> bool:
+        """Whether REL holds FILE's bytes, by the MD5 Cloud Storage computed of what it stored (md5Hash: set by
+        the service, not by the writer, https://cloud.google.com/storage/docs/hashes-etags); the sha256 in
+        custom metadata is the writer's word only."""
+        proc = self._gcloud("objects", "describe", f"{self.url}/{rel}", "--format=json")
+        if proc.returncode != 0:
+            return False
+        meta = json.loads(proc.stdout or "{}")
+        got = meta.get("md5_hash") or meta.get("md5Hash") or ""
+        h = hashlib.md5(usedforsecurity=False)
+        with file.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return bool(got) and got == base64.b64encode(h.digest()).decode()
 
     def put(self, rel: str, file: Path) -> bool:
         proc = self._gcloud(

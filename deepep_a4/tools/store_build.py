@@ -142,10 +142,12 @@ def _with_parts(work: Path, rel: str) -> list[str]:
 
 
 def built(cfg: StackConfig, work: Path) -> list[str]:
-    """What the nodes take from this build, by store name: a supported stack's staged parts; otherwise the
+    """What the nodes take from this build, by store name: a supported stack's staged parts, and the signing
+    keys its nodes still fetch (gIB's two apt keys on GCE: only the manifest pins them); otherwise the
     sources, the artifact of every build phase and the PyTorch environment. Split objects with their parts."""
     if cfg.staged:
         rels = list(staging.objects(cfg, cfg.platform).values())
+        rels += [f"{store.SOURCES_DIR}/{n}" for n in installer.manifest_pinned(cfg, fetched_only=True)]
     else:
         rels = [f"{store.SOURCES_DIR}/{s.name}" for s in store.sources(cfg)]
         for phase in (*installer.ARTIFACT_DEPS, "pytorch"):
@@ -166,19 +168,27 @@ def publish(
 ) -> str:
     """Copies every REL create-only to the remote store, then the manifest; returns the manifest's sha256.
 
-    An object the remote already has with another digest is not listed: someone else wrote it, and the
-    builder vouches only for bytes it made or downloaded itself (delete it there, then build again)."""
+    Each REL's bytes are hashed here, as uploaded: the manifest lists that sha256, never a recorded one, and a
+    local object whose recorded digest is not its bytes (a stale or altered work folder) is refused. An object
+    the remote already has with other bytes is not listed: someone else wrote it, and the builder vouches only
+    for bytes it made or downloaded itself (delete it there, then build again)."""
     entries: dict[str, str] = {}
     for rel in rels:
-        digest = local.digest(rel)
-        if not digest:
+        data = local.root / rel / "data"
+        if not local.digest(rel) or not data.is_file():
             raise click.ClickException(f"the build has no {rel}: see the installer's log under the work folder")
-        if remote.put(rel, local.root / rel / "data"):
-            echo(f"  published {rel}")
-        elif remote.digest(rel) != digest:
+        digest = store.sha256_file(data)
+        if digest != local.digest(rel):
             raise click.ClickException(
-                f"the store already has {rel} with sha256 {remote.digest(rel) or '(none)'}, not this build's "
-                f"{digest}: it was written elsewhere; delete it from the store, then run the build again"
+                f"the work folder's {rel} has sha256 {digest}, not its recorded {local.digest(rel)}: a stale or "
+                "altered object; delete the work folder, then run the build again"
+            )
+        if remote.put(rel, data):
+            echo(f"  published {rel}")
+        elif not remote.same_bytes(rel, data):
+            raise click.ClickException(
+                f"the store already has {rel} with other bytes than this build's (sha256 {digest}): it was "
+                "written elsewhere; delete it from the store, then run the build again"
             )
         entries[rel] = digest
     text = manifest_text(entries)

@@ -355,7 +355,9 @@ ensure_venv() {
     "$base" -m venv "$VENV" || die "$base -m venv failed (python3-venv missing?)"
   fi
   # With a PyTorch lock every wheel comes from it, by hash (phases/08-pytorch.sh): nothing unpinned before it.
-  [[ -n ${TORCH_LOCK:-} ]] || pip_install --upgrade pip setuptools wheel
+  # Without one only the store builder installs PyTorch (its manifest pins the result): only it upgrades pip;
+  # a node keeps the venv's own (ensurepip's, from the Python it runs) and downloads nothing unhashed here.
+  if [[ -z ${TORCH_LOCK:-} ]] && ((${STORE_TRUST_PUBLISHED:-0})); then pip_install --upgrade pip setuptools wheel; fi
 }
 
 # copy_python PYTHON DEST: a self-contained copy of PYTHON under DEST: bin/pythonX.Y, its standard library

@@ -353,20 +353,79 @@ _restore_parts() {
   ((${#names[@]})) || die "store: $STORE_URL/$rel names no parts"
   rm -rf "$dir" && mkdir -p "$dir"
   _PART_BASE="${rel%.parts}" _PART_DIR=$dir
-  _parallel _restore_part "${names[@]}" || die "store: restoring $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
+  _parallel _fetch_part "${names[@]}" || die "store: fetching $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
+  _check_part_members "${names[@]}"
+  _parallel _unpack_part "${names[@]}" || die "store: restoring $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
   log "store: $PHASE restored from $STORE_URL/$rel: ${#names[@]} parts, $(awk '{ s += $2 } END { print int(s / 1048576) }' "$manifest") MB in $((SECONDS - t0)) s"
   rm -f "$manifest"
 }
 
-_restore_part() {
-  local part="$CACHE/$PHASE-part-${1//\//-}" want=""
+_part_file() { echo "$CACHE/$PHASE-part-${1//\//-}"; }
+
+_fetch_part() {
+  local part want=""
+  part="$(_part_file "$1")"
   if ((!STORE_TRUST_PUBLISHED)); then
     want="$(_pinned_digest "$_PART_BASE/$1")" || die "store: part $_PART_BASE/$1 is not pinned by the store manifest"
   fi
   store_get "$_PART_BASE/$1" "$part" || die "store: $STORE_URL/$_PART_BASE/$1 is missing although the manifest names it"
   _check_pinned "$part" "$_PART_BASE/$1" "$want"
+}
+
+_unpack_part() {
+  local part
+  part="$(_part_file "$1")"
   tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
   rm -f "$part"
+}
+
+# _check_part_members PART...: the parts unpack at once into one fresh folder, so one part's symlink could
+# carry another part's file out of it: GNU tar follows a symlink that is already on disk when it is a
+# leading folder of a later member (its guard against that, the placeholder it writes for a symlink whose
+# target is absolute or holds "..", covers one archive only: tar's extract.c create_placeholder_file). Refused
+# before anything is unpacked: a member below any part's symlink or hard link, a hard link to a path below
+# one, a name or link target that is absolute or holds "..", a name in two parts, a device or fifo member.
+_check_part_members() {
+  local x bad listing="$CACHE/$PHASE-parts.members"
+  for x in "$@"; do
+    tar -tvf "$(_part_file "$x")" --numeric-owner --quoting-style=escape | sed "s|^|$x |" ||
+      die "store: listing part $_PART_BASE/$x failed"
+  done >"$listing"
+  bad="$(awk '
+    function clean(p) { sub(/^(\.\/)+/, "", p); return p }
+    function unsafe(p) { return p ~ /^\// || p ~ /(^|\/)\.\.(\/|$)/ }
+    {
+      part = $1; type = substr($2, 1, 1); rest = $0
+      sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", rest)
+      target = ""; probe = rest
+      if (gsub(/ -> | link to /, "", probe) > (type == "l" || type == "h")) { print part ": " rest ": a name holding -> or link to"; next }
+      if (type == "l") { i = index(rest, " -> "); name = substr(rest, 1, i - 1); target = substr(rest, i + 4) }
+      else if (type == "h") { i = index(rest, " link to "); name = substr(rest, 1, i - 1); target = clean(substr(rest, i + 9)) }
+      else if (type == "-" || type == "d") name = rest
+      else { print part ": " rest ": a member of type " type " (not a file, link or folder)"; next }
+      name = clean(name); sub(/\/$/, "", name)
+      if (name == "" || unsafe(name)) { print part ": " name ": an absolute name or one with .."; next }
+      if (type == "h" && unsafe(target)) { print part ": " name ": a hard link to " target; next }
+      if (type != "d" && (name in seen)) print part ": " name ": also in part " seen[name]
+      if (type != "d") seen[name] = part
+      if (type == "l" || type == "h") link[name] = 1
+      n++; names[n] = name; parts[n] = part
+      if (type == "h") { n++; names[n] = target; parts[n] = part " (its link target)" }
+    }
+    END {
+      for (j = 1; j <= n; j++) {
+        p = names[j]
+        while ((k = match(p, /\/[^\/]*$/)) > 0) {
+          p = substr(p, 1, k - 1)
+          if (p in link) { print parts[j] ": " names[j] ": below the link " p " of part " seen[p]; break }
+        }
+      }
+    }' "$listing")"
+  rm -f "$listing"
+  if [[ -n $bad ]]; then
+    for x in "$@"; do rm -f "$(_part_file "$x")"; done
+    die "store: $PHASE's parts under $STORE_URL/$_PART_BASE/ would write through a link or outside the folder, refused: $(head -3 <<<"$bad" | tr '\n' ';')"
+  fi
 }
 
 # Splits DIR's files (and links) into ARTIFACT_PARTS lists of about equal bytes, largest first into the

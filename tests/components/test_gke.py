@@ -20,6 +20,7 @@ CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+REPO_MEMBER = "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 NETWORK = "kubernetes:networking.gke.io/v1:Network"
@@ -282,7 +283,7 @@ def test_upgrades_replace_one_node_without_a_surge_node(gke_plan: plan_engine.Pl
 
 def test_the_cluster_waits_for_the_node_account_and_its_roles(gke_plan: plan_engine.PlanResult) -> None:
     depends = one(gke_plan, CLUSTER)["dependsOn"]
-    assert {"gke-nodes-container.defaultNodeServiceAccount", "gke-nodes-artifactregistry.reader"} <= set(depends)
+    assert {"gke-nodes-container.defaultNodeServiceAccount"} <= set(depends)
 
 
 def test_the_a4_pool_waits_for_the_nat_and_the_store_grants() -> None:
@@ -496,19 +497,84 @@ def test_bad_gke_combinations_are_refused_by_the_config_model(raw: dict[str, Any
 # -- identity and the system pool -------------------------------------------------------------------
 
 
-def test_nodes_have_a_dedicated_account_with_googles_node_role_and_image_pulls(
+def test_nodes_have_a_dedicated_account_with_googles_node_role_only(
     gke_plan: plan_engine.PlanResult,
 ) -> None:
     account = one(gke_plan, ACCOUNT, "gke-nodes")["inputs"]
     assert account["accountId"] == "deepep-gke-b200-ubuntu-nodes"
     grants = [g for g in of_type(gke_plan, IAM_MEMBER) if g["parent"] == "gke-nodes"]
     assert sorted(g["inputs"]["role"] for g in grants) == [
-        "roles/artifactregistry.reader",
         "roles/container.defaultNodeServiceAccount",  # GKE's documented minimum for a node account
     ]
+    assert not of_type(gke_plan, REPO_MEMBER)  # every image of the example stacks is public
     for g in grants:
         assert g["inputs"]["member"] == f"serviceAccount:{NODE_SA}"
         assert g["inputs"]["project"] == "deepep-a4-demo"
+
+
+# Registries whose images anyone may pull without a grant: Docker Hub (an image with no registry host,
+# https://docs.docker.com/reference/cli/docker/image/pull/), GKE's public gke.gcr.io, and Google's public
+# gce-ai-infra Artifact Registry project that its A4 guides pull gIB from
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-rdma).
+PUBLIC_REGISTRIES = ("gke.gcr.io/", "us-docker.pkg.dev/gce-ai-infra/")
+
+
+def _images(result: plan_engine.PlanResult) -> set[str]:
+    found: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif key in ("image", "value") and isinstance(value, str) and re.match(r"^[\w.-]+(/[\w.-]+)*[:@]", value):
+            if key == "image" or "pkg.dev/" in value:
+                found.add(value)
+
+    for r in result.resources:
+        if r["type"].startswith("kubernetes:"):
+            walk(r["inputs"])
+    return found
+
+
+def _pullable(image: str, granted: set[tuple[str, str, str]]) -> bool:
+    host = image.split("/", 1)[0] if "/" in image else ""
+    if "." not in host and ":" not in host:  # Docker Hub: no registry host before the first slash
+        return True
+    if image.startswith(PUBLIC_REGISTRIES):
+        return True
+    m = gke_nodepool.AR_IMAGE.match(image)
+    return bool(m) and (m["location"], m["project"], m["repository"]) in granted
+
+
+@pytest.mark.parametrize(
+    ("overrides", "repositories"),
+    [
+        ({}, []),
+        (
+            {"containerImage": "europe-west4-docker.pkg.dev/deepep-a4-demo/bench/deepep@sha256:" + "a" * 64},
+            [("europe-west4", "bench")],
+        ),
+        # Another project's repository: the nodes get nothing there (its owner grants it).
+        ({"containerImage": "us-docker.pkg.dev/other/bench/deepep@sha256:" + "a" * 64}, []),
+    ],
+)
+def test_a4_nodes_read_only_the_repositories_their_images_come_from(
+    overrides: dict[str, Any], repositories: list[tuple[str, str]]
+) -> None:
+    result = plan("gke-b200", **overrides) if overrides else plan("gke-b200")
+    grants = of_type(result, REPO_MEMBER)
+    assert sorted((g["inputs"]["location"], g["inputs"]["repository"]) for g in grants) == repositories
+    for g in grants:
+        assert g["inputs"]["role"] == "roles/artifactregistry.reader" and g["parent"] == "gke-nodes"
+        assert g["inputs"]["member"].startswith("serviceAccount:deepep-gke-b200-nodes@")
+    granted = {(g["inputs"]["location"], g["inputs"]["project"], g["inputs"]["repository"]) for g in grants}
+    images = _images(result)
+    assert any("gce-ai-infra" in i for i in images), images  # gIB's image is among what the nodes pull
+    missing = [i for i in images if not _pullable(i, granted) and "/other/" not in i]
+    assert missing == [], "the A4 nodes pull these without a grant"
 
 
 def test_service_account_id_fits_gcp_limits() -> None:

@@ -534,6 +534,14 @@ def test_env_file_with_the_pip_wheel_has_no_preload_and_no_nvshmem_dir(tmp_path:
     assert f"{wheel}/lib" in env["LD_LIBRARY_PATH"].split(":")
     assert f" > NVSHMEM path: {wheel}" in (m.root / "logs/deepep-build.log").read_text()
     assert not any("NVSHMEM_DIR" in c for c in m.calls())
+    # The wheel at the lock's version comes by the lock's sha256 (pip's hash-checking mode,
+    # https://pip.pypa.io/en/stable/topics/secure-installs/: every requirement needs a --hash, and a wheel
+    # whose digest is not listed is refused); nothing is installed by a bare name or upgraded unhashed.
+    nvshmem = [c for c in m.calls("venv-python") if "pip install" in c and "nvshmem-wheel.txt" in c]
+    assert nvshmem and "--require-hashes" in nvshmem[0]
+    pinned = (m.root / "state/nvshmem-wheel.txt").read_text()
+    assert pinned.startswith("nvidia-nvshmem-cu12==3.4.5 \\\n") and "--hash=sha256:" in pinned
+    assert not any("--upgrade pip" in c or "nvidia-nvshmem-cu12==" in c for c in m.calls("venv-python"))
 
 
 def test_env_mapping_falls_back_to_gpu_i_nic_i(tmp_path: Path) -> None:

@@ -141,11 +141,18 @@ def test_a_later_up_keeps_the_first_digest_and_the_cache_saves_the_download(dige
     first = Downloads()
     up("gce-b200-ubuntu", first)
     cached = json.loads(digest_cache.read_text())
-    assert cached[NVSHMEM_URL] == digest_of(NVSHMEM_URL)
+    assert cached[f"deepep-a4-demo/gce-b200-ubuntu {NVSHMEM_URL}"] == digest_of(NVSHMEM_URL)
     # The same machine: the cache answers, nothing is downloaded.
     again = Downloads(served="moved ")
     up("gce-b200-ubuntu", again)
     assert again.asked == []
+    # Another stack on the same machine downloads for itself: one stack's first answer is not another's pin.
+    other = Downloads(served="moved ")
+    up("gce-b200-ubuntu", other, namePrefix="other-stack", project="another-project-1")
+    assert NVSHMEM_URL in other.asked
+    assert json.loads(digest_cache.read_text())[f"another-project-1/gce-b200-ubuntu {NVSHMEM_URL}"] == digest_of(
+        NVSHMEM_URL, "moved "
+    )
     # Another machine, and the URL now serves other bytes: the stack's state keeps the first digest. The
     # mock engine has no state, so the Stash's kept output is given as the real engine gives it.
     digest_cache.unlink()

@@ -5,8 +5,11 @@ else."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import json
+import re
 import subprocess
 import tarfile
 from collections.abc import Sequence
@@ -16,7 +19,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from components import config, installer, staging
+from components import artifacts, config, installer, staging
 from deepep_a4.cli import main as cli
 from deepep_a4.tools import store, store_build, store_remote
 from tests.components.test_installer import Machine, cfg_of
@@ -180,13 +183,28 @@ def test_a_node_refuses_an_object_that_is_not_the_one_its_manifest_pins(built: B
 
 
 def test_the_builder_refuses_to_vouch_for_an_object_someone_else_wrote(tmp_path: Path, built: Built) -> None:
-    _, remote, _, _ = built
-    [obj] = (remote / "artifacts" / "deepep").iterdir()
-    (obj / "sha256").write_text("f" * 64 + "\n")
+    _, remote, sha, _ = built
     local = store.LocalStore(tmp_path / "work" / "store")
     rels = store_build.built(cfg_of(), tmp_path / "work")
+    [obj] = (remote / "artifacts" / "deepep").iterdir()
+    # The recorded digest is the writer's word: a wrong one over the same bytes changes nothing.
+    (obj / "sha256").write_text("f" * 64 + "\n")
+    assert store_build.publish(local, store.LocalStore(remote), rels, echo=lambda _: None) == sha
+    # Other bytes under a recorded digest that claims this build's: judged by the bytes, refused.
+    (obj / "data").write_bytes(b"someone else's")
+    (obj / "sha256").write_text(local.digest(f"artifacts/deepep/{obj.name}") + "\n")
     with pytest.raises(click.ClickException, match="written elsewhere"):
         store_build.publish(local, store.LocalStore(remote), rels, echo=lambda _: None)
+
+
+def test_the_builder_hashes_what_it_uploads_and_refuses_a_stale_work_folder(tmp_path: Path, built: Built) -> None:
+    del built  # the build left its work folder under tmp_path
+    local = store.LocalStore(tmp_path / "work" / "store")
+    rels = store_build.built(cfg_of(), tmp_path / "work")
+    [obj] = (local.root / "artifacts" / "nvshmem").iterdir()
+    (obj / "data").write_bytes(b"an older build's bytes")  # its recorded sha256 is still this build's
+    with pytest.raises(click.ClickException, match="stale or altered"):
+        store_build.publish(local, store.LocalStore(tmp_path / "fresh"), rels, echo=lambda _: None)
 
 
 def test_deepep_from_the_store_must_be_the_pinned_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,5 +248,74 @@ def test_a_supported_stacks_build_packs_the_staged_parts_at_the_nodes_staged_roo
     for part, rel in staging.objects(cfg, cfg.platform).items():
         assert f"  [{part}]={rel}\n" in conf  # the names the nodes compute, to publish under
     assert "NODE_PROFILE=supported" in conf and f"DEEPEP_DEFAULT_ROOT={root}" in conf
-    # Its manifest lists the staged parts only (and the venv's tar parts, read from its list: not built here).
-    assert store_build.built(cfg, Path("/nonexistent")) == list(staging.objects(cfg, cfg.platform).values())
+    # Its manifest lists the staged parts (and the venv's tar parts, read from its list: not built here), and
+    # on GCE gIB's two apt keys, which its VMs still fetch and only the manifest pins.
+    keys = (
+        [f"sources/{n}" for n in ("google-cloud-packages", "google-artifact-registry")] if stack == "gce-b200" else []
+    )
+    assert store_build.built(cfg, Path("/nonexistent")) == [*staging.objects(cfg, cfg.platform).values(), *keys]
+
+
+def test_gce_b200_with_a_manifest_takes_gibs_apt_keys_from_the_store(tmp_path: Path) -> None:
+    # gce-b200 (nodeProfile=supported) stages its user space, but its VMs still install nccl-gib from Google's
+    # apt repositories, whose two signing keys no project pin covers. With a manifest pinned (no first-up
+    # digest then), the nccl-gib phase's own apt_key must find each key in the store, pinned by the manifest
+    # the builder writes from `built`; a key the manifest misses is refused, and nccl-gib would fail on every VM.
+    cfg = cfg_of("gce-b200")
+    phase = (ROOT / "scripts/install/phases/12-nccl-gib.sh").read_text()
+    wanted = re.findall(r'apt_key "\$\w+" ([\w-]+)', phase)
+    assert wanted == ["google-cloud-packages", "google-artifact-registry"]
+    local = store.LocalStore(tmp_path / "store")
+    for name in wanted:
+        f = tmp_path / name
+        f.write_text(f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n{name}\n")
+        local.put(f"{store.SOURCES_DIR}/{name}", f)
+    rels = [r for r in store_build.built(cfg, tmp_path / "work") if local.has(r)]
+    manifest = tmp_path / "manifest.txt"
+    manifest.write_text(store_build.manifest_text({r: local.digest(r) for r in rels}))
+    sha = store.sha256_file(manifest)
+    local.put(f"manifests/{sha}.txt", manifest)
+    node = cfg_of("gce-b200", artifactStore=STACK_STORE, artifactStoreManifest=sha)
+    d = tmp_path / "installer"
+    artifacts.reset()  # the render registers what it publishes; other tests rendered other config.sh files
+    for rel, text in installer.render_installer(node, "gce").items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    assert (d / "phases/12-nccl-gib.sh").is_file(), "the supported GCE profile ships the nccl-gib phase"
+    script = f"""
+set -Eeuo pipefail
+source {d}/config.sh
+source {d}/lib.sh
+PHASE=nccl-gib
+source {d}/phases/12-nccl-gib.sh
+mkdir -p "$CACHE"
+_download() {{ echo "no download here: $1" >&2; return 1; }}
+apt_key "$GOOGLE_APT_KEY_URL" google-cloud-packages
+apt_key "$GIB_APT_KEY_URL" google-artifact-registry
+"""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DEEPEP_INSTALL_ROOT": str(tmp_path / "root"),
+        "DEEPEP_SYSROOT": str(tmp_path / "sys"),
+        "DEEPEP_STORE_URL": str(tmp_path / "store"),
+        "DEEPEP_RETRY_BASE_S": "0",
+    }
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == [f"/etc/apt/keyrings/{n}.asc" for n in wanted]
+    for name in wanted:
+        assert (tmp_path / "sys/etc/apt/keyrings" / f"{name}.asc").read_text().endswith(f"{name}\n")
+
+
+def test_a_gcs_object_is_judged_by_the_md5_cloud_storage_computed(tmp_path: Path) -> None:
+    # `gcloud storage objects describe --format=json` shows md5_hash, the base64 MD5 the service computed of
+    # the stored bytes (https://cloud.google.com/storage/docs/hashes-etags); custom metadata is the writer's.
+    f = tmp_path / "part.tar"
+    f.write_bytes(b"the build's bytes")
+    md5 = base64.b64encode(hashlib.md5(f.read_bytes(), usedforsecurity=False).digest()).decode()
+    fake = tmp_path / "gcloud"
+    for stored, same in ((md5, True), (base64.b64encode(b"x" * 16).decode(), False)):
+        meta = {"md5_hash": stored, "custom_fields": {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}}
+        fake.write_text(f"#!/bin/sh\necho '{json.dumps(meta)}'\n")
+        fake.chmod(0o755)
+        assert store.GcsStore("gs://b/p", gcloud=str(fake)).same_bytes("artifacts/x", f) is same

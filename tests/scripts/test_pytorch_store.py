@@ -4,9 +4,11 @@ CPU only: a small fake environment (a `torch` package and a console script) stan
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +110,66 @@ def test_a_tampered_part_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("line", ["ARTIFACT_RELOCATABLE=1", 'ARTIFACT_PARTS="${DEEPEP_PYTORCH_PARTS:-16}"'])
 def test_the_phase_stores_a_relocatable_artifact_in_parts(line: str) -> None:
     assert line in PHASE.read_text()
+
+
+# -- a crafted pair of parts: one part's symlink, another part's file below it ------------------------------
+
+
+def _tar(path: Path, build: dict[str, str | Path]) -> None:
+    """A tar of `build`: name -> text (a file) or Path (a symlink to it), made by GNU tar as the builder does."""
+    src = path.parent / f"{path.name}.src"
+    for name, what in build.items():
+        at = src / name
+        at.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(what, Path):
+            at.symlink_to(what)
+        else:
+            at.write_text(what)
+    names = "\n".join(build) + "\n"
+    subprocess.run(
+        ["tar", "-cf", str(path), "-C", str(src), "--no-recursion", "-T", "-"], input=names, text=True, check=True
+    )
+
+
+def test_gnu_tar_writes_through_a_symlink_an_earlier_archive_left(tmp_path: Path) -> None:
+    # The premise, from GNU tar itself: its guard (a placeholder for a symlink whose target is absolute or
+    # holds "..", replaced by the link only when that archive ends; tar's src/extract.c
+    # create_placeholder_file) works within one archive. A second tar run into the same folder follows the
+    # link the first one left as a leading folder of its member: the file lands outside the folder.
+    outside, root = tmp_path / "outside", tmp_path / "root"
+    outside.mkdir()
+    root.mkdir()
+    _tar(tmp_path / "a.tar", {"lib": outside})
+    _tar(tmp_path / "b.tar", {"lib/evil": "written through the link"})
+    for part in ("a.tar", "b.tar"):
+        subprocess.run(["tar", "-xf", str(tmp_path / part), "-C", str(root)], check=True)
+    assert (outside / "evil").read_text() == "written through the link"
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        # part 00's symlink to a folder outside, part 01's file below it
+        lambda out: ({"lib": out}, {"lib/evil": "x"}),
+        # the same through a relative link
+        lambda out: ({"lib": Path("../../../../../../../../..") / str(out).lstrip("/")}, {"lib/evil": "x"}),
+        # a symlink and a file of the same name in two parts (which wins depends on the order of unpacking)
+        lambda out: ({"venv/x": out}, {"venv/x": "x"}),
+    ],
+)
+def test_a_part_writing_through_another_parts_symlink_is_refused(tmp_path: Path, pair: Any) -> None:
+    store = tmp_path / "store"
+    assert install_at(tmp_path, tmp_path / "a", store).returncode == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    first, second = pair(outside)
+    for part, build in zip(sorted((store / "artifacts/pytorch").glob("*/*/0[01].tar")), (first, second), strict=True):
+        _tar(tmp_path / f"{part.name}.crafted", build)
+        data = (tmp_path / f"{part.name}.crafted").read_bytes()
+        (part / "data").write_bytes(data)
+        (part / "sha256").write_text(hashlib.sha256(data).hexdigest())
+    again = install_at(tmp_path, tmp_path / "b", store)
+    assert again.returncode != 0, again.stdout
+    assert "refused" in again.stderr and ("below the link" in again.stderr or "also in part" in again.stderr)
+    assert not (outside / "evil").exists() and list(outside.iterdir()) == []
+    assert not (tmp_path / "b" / "venv" / "lib" / "evil").exists()  # nothing of the parts was unpacked

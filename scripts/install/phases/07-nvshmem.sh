@@ -17,8 +17,13 @@ from_wheel() {
     # The hardware test (no internet): the machine's PyTorch brought the wheel; the pytorch phase's
     # environment carries it on.
     log "$(nvshmem_wheel) as installed with the machine's PyTorch"
+  elif locked_wheel "$(nvshmem_wheel)==$NVSHMEM_VERSION" >"$STATE/nvshmem-wheel.txt"; then
+    # The stack's PyTorch lock pins this wheel at this version: by its sha256 there, as PyTorch's own.
+    pip_install --no-deps --require-hashes --only-binary :all: -r "$STATE/nvshmem-wheel.txt"
   else
-    pip_install --no-deps "$(nvshmem_wheel)==$NVSHMEM_VERSION"
+    # No lock pins this version (docs/security.md: accepted, nvshmemSource=pip is opt-in): exact version only.
+    warn "$(nvshmem_wheel)==$NVSHMEM_VERSION is pinned by no lock's sha256: pip installs it by version only"
+    pip_install --no-deps --only-binary :all: "$(nvshmem_wheel)==$NVSHMEM_VERSION"
   fi
   local home
   home="$(nvshmem_home)" || die "$(nvshmem_wheel) installed but 'import nvidia.nvshmem' fails"
@@ -26,6 +31,14 @@ from_wheel() {
   ls "$home"/lib/nvshmem_transport_ibgda.so* >/dev/null 2>&1 ||
     die "the $(nvshmem_wheel) $NVSHMEM_VERSION wheel has no nvshmem_transport_ibgda: IBGDA needs nvshmemSource=source"
   log "NVSHMEM $NVSHMEM_VERSION from the pip wheel at $home (IBGDA transport present)"
+}
+
+# locked_wheel NAME==VERSION: that requirement with its --hash lines from the stack's PyTorch lock (1: none).
+locked_wheel() {
+  local lock="$HERE/${TORCH_LOCK:-}"
+  [[ -n ${TORCH_LOCK:-} && -f $lock ]] || return 1
+  awk -v w="$1" 'index($0, w " ") == 1 || $0 == w { on = 1; found = 1 } on { print } on && !/\\$/ { on = 0 }
+    END { exit !found }' "$lock"
 }
 
 # A source build's artifact (the installed tree): its version; GDRCopy's key comes through ARTIFACT_DEPS.

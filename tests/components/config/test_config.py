@@ -12,7 +12,7 @@ from components import config
 from components.config import keys, upstream, versions
 from components.config.model import VersionOverride
 from deepep_a4.tools import plan_engine
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stack_config
 
 # The rules below are the host-install profile's (the field reports' path); the supported profile's own rules and
 # defaults are in test_node_profile.py.
@@ -115,6 +115,7 @@ def test_config_is_frozen() -> None:
         ({"localSsdCount": 4}, "localSsdCount", "32 or 0"),
         ({"gkeVersion": "latest"}, "gkeVersion", "GKE version"),
         ({"gkeAuthorizedNetworks": ["0.0.0.0/0"]}, "gkeAuthorizedNetworks", "every address"),
+        ({"installerImage": "buildpack-deps:noble-curl"}, "installerImage", "must be pinned by digest"),
         ({"gkeAuthorizedNetworks": ["0.0.0.0/1", "128.0.0.0/1"]}, "gkeAuthorizedNetworks", "cover 0.0.0.0/0"),
         ({"zone": "asia-southeast1-a"}, "zone", "only in asia-northeast1-b, asia-southeast1-b"),
         ({"gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "read only on platform gce, not gke"),
@@ -405,3 +406,16 @@ def test_the_gke_floor_follows_the_node_image_type() -> None:
     assert not versions.below_gke_floor("1.33.3-gke.1247000", versions.UBUNTU)
     assert not versions.below_gke_floor("1.34.1-gke.1", versions.UBUNTU)
     assert versions.below_gke_floor("1.31.9-gke.1", versions.UBUNTU)
+
+
+def test_an_unpinned_installer_image_passes_only_with_allow_unpinned_images() -> None:
+    # Kubernetes pulls a tag's current bytes at every pull (https://kubernetes.io/docs/concepts/containers/images/
+    # "Image names": a digest "identifies a specific version of the image, so Kubernetes runs the same code
+    # every time"); the staging container runs as root on every A4 node.
+    tag = {"installerImage": "buildpack-deps:noble-curl"}
+    with pytest.raises(config.ConfigError):
+        config.parse(plan_engine.project_keys(stack_config("gke-b200", **tag)), "gke-b200")
+    cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200", **tag, allowUnpinnedImages=True)), "gke-b200")
+    assert cfg.gke.installer_image == "buildpack-deps:noble-curl"
+    pinned = {"installerImage": "buildpack-deps:noble-curl@sha256:" + "0" * 64}
+    assert config.parse(plan_engine.project_keys(stack_config("gke-b200", **pinned)), "gke-b200")
