@@ -10,19 +10,28 @@ from dataclasses import replace
 from typing import Any
 
 from components.config import model
-from components.config.keys import KEYS, KEYS_BY_NAME, PROJECT_NAME, ConfigError, Key, Problem
+from components.config.keys import KEYS, KEYS_BY_NAME, MACHINE_SHAPES, PROJECT_NAME, ConfigError, Key, Problem
 from components.config.rules import (
     check_benchmarks,
     check_capacity,
     check_explicit,
     check_gce,
     check_identity,
+    check_installer_image,
     check_network,
     check_node_profile,
     check_runtime,
     check_store,
     parse_ttl,
     profile_defaults,
+)
+from components.config.rules_inputs import (
+    check_bench_shapes,
+    check_endpoint,
+    check_gce_image_os,
+    check_range_sizes,
+    check_traffic_class,
+    check_ttl_bringup,
 )
 from components.config.rules_versions import check_versions, parse_overrides
 from components.config.versions import NODE_IMAGE_TYPES
@@ -102,6 +111,13 @@ def _group(cls: type, v: dict[str, Any]) -> Any:
     return cls(*(v[key] for key in _GROUPS[cls]))
 
 
+def _near(value: Any, key: Key) -> str:
+    """'; did you mean gke?' for GKE, host_install, latest: the allowed value written another way."""
+    text = str(value).strip().lower().replace("_", "-")
+    near = [c for c in key.choices if c.lower().replace("_", "-") == text]
+    return f"; did you mean {near[0]}?" if near else ""
+
+
 def _unknown_keys(raw: Mapping[str, Any], problems: list[Problem]) -> None:
     for unknown in sorted(set(raw) - set(KEYS_BY_NAME)):
         near = [k for k in KEYS_BY_NAME if k.lower() == unknown.lower()]
@@ -119,14 +135,20 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     _unknown_keys(raw, problems)
 
     v: dict[str, Any] = {}
+    unknown_choice = False
     for key in KEYS:
         value = _coerce(key, raw[key.name], problems) if key.name in raw else key.default
         if key.kind is list and isinstance(value, list):
             value = tuple(value)
         # An empty default means "the node profile's own" (rules.profile_defaults), never a choice to make.
         if key.choices and value not in key.choices and not (value == "" == key.default):
-            problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
+            problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}{_near(value, key)}"))
+            unknown_choice = True
         v[key.name] = value
+    if unknown_choice:
+        # A value no rule knows (platform GKE, nodeProfile host_install): the rules below would read it as
+        # something it is not and advise on that; the user fixes these first.
+        raise ConfigError(problems)
     profile_defaults(v, set(raw))
     v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
     gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
@@ -142,12 +164,21 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_gce(v, problems)
     check_store(v, problems)
     check_benchmarks(v, problems)
+    check_installer_image(v, set(raw), problems)
+    check_range_sizes(v, problems)
+    check_endpoint(v, problems)
+    check_gce_image_os(v, problems)
+    check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
+    check_traffic_class(v, problems)
 
     ttl_seconds: int | None = None
     try:
         ttl_seconds = parse_ttl(v["ttl"])
     except ValueError:
         pass  # reported by check_capacity
+    else:
+        if not any(p.key == "ttl" for p in problems):
+            check_ttl_bringup(v, ttl_seconds, problems)
 
     if problems:
         raise ConfigError(problems)
