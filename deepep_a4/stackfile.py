@@ -23,6 +23,9 @@ STACK_FILE_SUFFIX = ".yaml"
 # Namespaces a stack file of this project may use. Provider namespaces are refused: the program builds
 # its providers explicitly from deepep-a4 keys, so `gcp:project` would be silently ignored.
 PROVIDER_NAMESPACES = {"gcp": "project, region and zone", "kubernetes": "the cluster"}
+# The top-level keys of a stack file: Pulumi's ProjectStack (pulumi/pulumi sdk/go/common/workspace/project.go:
+# secretsprovider, encryptedkey, encryptionsalt, config, environment).
+STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
 
 
 class StackFileError(ValueError):
@@ -139,6 +142,16 @@ def parse_text(text: str, where: str) -> dict[str, str]:
         raise StackFileError([f"{where}: not valid YAML{at}: {getattr(err, 'problem', err)}"]) from None
     if not isinstance(data, dict):
         raise StackFileError([f"{where}: the file must be a mapping with a `config:` key"])
+    outside = [str(k) for k in data if k not in STACK_FILE_KEYS]
+    if outside:
+        # A key outside `config:` (an indentation slip) is no config value: Pulumi would not pass it on.
+        raise StackFileError(
+            [
+                f"{where}: top-level key {key!r} is outside `config:`; a stack file holds only "
+                f"{', '.join(STACK_FILE_KEYS)} (indent {PROJECT_NAME}:<key> under config:)"
+                for key in outside
+            ]
+        )
     cfg = data.get("config") or {}
     if not isinstance(cfg, dict):
         kind = type(cfg).__name__

@@ -111,11 +111,22 @@ def _group(cls: type, v: dict[str, Any]) -> Any:
     return cls(*(v[key] for key in _GROUPS[cls]))
 
 
+# GKE's GPUDriverVersion values (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig
+# #gpudriverversion: GPU_DRIVER_VERSION_UNSPECIFIED, INSTALLATION_DISABLED, DEFAULT, LATEST): gkeGpuDriver takes
+# DEFAULT and LATEST as GKE writes them, and `installer` for INSTALLATION_DISABLED (our installer brings it).
+_GKE_DRIVER_HINT = (
+    "GKE takes DEFAULT or LATEST (its own driver, no version number) or INSTALLATION_DISABLED, which is "
+    "`installer` here (nodeProfile host-install)"
+)
+
+
 def _near(value: Any, key: Key) -> str:
     """'; did you mean gke?' for GKE, host_install, latest: the allowed value written another way."""
     text = str(value).strip().lower().replace("_", "-")
     near = [c for c in key.choices if c.lower().replace("_", "-") == text]
-    return f"; did you mean {near[0]}?" if near else ""
+    if near:
+        return f"; did you mean {near[0]}?"
+    return f" ({_GKE_DRIVER_HINT})" if key.name == "gkeGpuDriver" else ""
 
 
 def _unknown_keys(raw: Mapping[str, Any], problems: list[Problem]) -> None:

@@ -199,8 +199,8 @@ def check_endpoint(v: dict[str, Any], problems: list[Problem]) -> None:
                 "gkeDnsEndpoint true (IAM-authorized), or gkePublicEndpoint true with gkeAuthorizedNetworks",
             )
         )
-    if not v["gkePublicEndpoint"]:
-        public = [c for c in v["gkeAuthorizedNetworks"] if (n := _any_net(c)) is not None and not n.is_private]
+    if not v["gkePublicEndpoint"] and not any(p.key == "gkeAuthorizedNetworks" for p in problems):
+        public = [c for c in v["gkeAuthorizedNetworks"] if (n := _any_net(c)) is not None and not _internal(n)]
         if public:
             problems.append(
                 Problem(
@@ -210,6 +210,15 @@ def check_endpoint(v: dict[str, Any], problems: list[Problem]) -> None:
                     "set gkePublicEndpoint true, or list only private (VPC) ranges",
                 )
             )
+
+
+# VPC-internal IPv4 ranges: RFC 1918 and the shared space of RFC 6598 (https://cloud.google.com/vpc/docs/subnets
+# #valid-ranges). Python's is_private also counts documentation ranges such as 203.0.113.0/24, which are not.
+_INTERNAL = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+
+
+def _internal(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    return isinstance(net, ipaddress.IPv4Network) and any(net.subnet_of(r) for r in _INTERNAL)  # type: ignore[arg-type]
 
 
 def _any_net(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
@@ -309,7 +318,8 @@ def check_bench_shapes(v: dict[str, Any], gpus: int, problems: list[Problem]) ->
     procs, hidden, topk, nodes = v["benchProcesses"], v["benchHidden"], v["benchTopk"], v["nodeCount"]
     if not 1 <= procs <= gpus or min(hidden, topk, nodes) < 1:
         return  # rules.check_benchmarks and check_capacity say so
-    if "intranode" in seen and procs not in DEEPEP_INTRANODE_RANKS:
+    intranode_ranks_wrong = "intranode" in seen and procs not in DEEPEP_INTRANODE_RANKS
+    if intranode_ranks_wrong:
         problems.append(
             Problem(
                 "benchProcesses",
@@ -319,9 +329,10 @@ def check_bench_shapes(v: dict[str, Any], gpus: int, problems: list[Problem]) ->
         )
     if "internode" in seen and nodes >= 2:
         if procs != DEEPEP_INTERNODE_LOCAL_RANKS:
-            problems.append(
-                Problem("benchProcesses", procs, "DeepEP's test_internode.py asserts 8 processes per node: use 8")
-            )
+            if not intranode_ranks_wrong:  # one line for one value
+                problems.append(
+                    Problem("benchProcesses", procs, "DeepEP's test_internode.py asserts 8 processes per node: use 8")
+                )
         elif nodes not in DEEPEP_INTERNODE_NODES:
             problems.append(
                 Problem(

@@ -77,7 +77,8 @@ def test_config_is_frozen() -> None:
         ({"region": "mars"}, "region", "region name"),
         ({"nodeCount": 0}, "nodeCount", "at least 1"),
         ({"nodeCount": "two"}, "nodeCount", "a whole number"),
-        ({"nodeCount": 151}, "nodeCount", "compact placement allows at most 150"),
+        # (without internode: DeepEP's internode kernels run at most 20 nodes, rules_inputs.py)
+        ({"nodeCount": 151, "benchmarks": ["intranode"]}, "nodeCount", "compact placement allows at most 150"),
         ({"hostCidr": "10.0.0.1/20"}, "hostCidr", "no host bits set"),
         ({"hostCidr": "banana"}, "hostCidr", "IPv4 CIDR"),
         ({"gvnicCidr": "8.8.8.0/24"}, "gvnicCidr", "private IPv4 range"),
@@ -170,9 +171,17 @@ def test_unknown_key_is_refused_with_a_hint() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    problems = problems_of(platform="aks", nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
+    problems = problems_of(nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
     keys = {p.key for p in problems}
-    assert {"platform", "nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
+    assert {"nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
+
+
+def test_a_value_outside_a_keys_choices_is_reported_without_advice_built_on_it() -> None:
+    """platform, nodeProfile and the other choice keys decide which rules apply: with a value none of them knows,
+    the plan names it (and unknown keys, and values of the wrong type) and nothing else, so no rule advises on a
+    platform or profile the stack does not have."""
+    problems = problems_of(platform="aks", nodeCount="two", cudaVersion="12.0", tpyo="x")
+    assert {p.key for p in problems} == {"platform", "nodeCount", "tpyo"}
 
 
 def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
