@@ -84,6 +84,7 @@ STAND_IN_MARKERS = (
     MOCK_PROJECT_NUMBER,
     MOCK_ENDPOINT,
     MOCK_ADDRESS,
+    "0" * 64,  # MOCK_IMAGE_DIGEST's hex: an image digest Artifact Registry answers at the first deploy
 )
 
 
