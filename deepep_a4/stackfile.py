@@ -130,6 +130,17 @@ def _key_problems(key: str) -> list[str]:
     return [f"config key {key!r}: unknown namespace {namespace!r} (this project reads {PROJECT_NAME}:*){did_you_mean}"]
 
 
+def outside_config(data: dict[Any, Any], where: str) -> list[str]:
+    """A line per top-level key that is not Pulumi's: a key outside `config:` (an indentation slip) is no config
+    value, and Pulumi, which reads the file into ProjectStack, drops it without a word."""
+    return [
+        f"{where}: top-level key {str(key)!r} is outside `config:`; a stack file holds only "
+        f"{', '.join(STACK_FILE_KEYS)} (indent {PROJECT_NAME}:<key> under config:)"
+        for key in data
+        if key not in STACK_FILE_KEYS
+    ]
+
+
 def parse_text(text: str, where: str) -> dict[str, str]:
     """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them."""
     try:
@@ -142,16 +153,9 @@ def parse_text(text: str, where: str) -> dict[str, str]:
         raise StackFileError([f"{where}: not valid YAML{at}: {getattr(err, 'problem', err)}"]) from None
     if not isinstance(data, dict):
         raise StackFileError([f"{where}: the file must be a mapping with a `config:` key"])
-    outside = [str(k) for k in data if k not in STACK_FILE_KEYS]
+    outside = outside_config(data, where)
     if outside:
-        # A key outside `config:` (an indentation slip) is no config value: Pulumi would not pass it on.
-        raise StackFileError(
-            [
-                f"{where}: top-level key {key!r} is outside `config:`; a stack file holds only "
-                f"{', '.join(STACK_FILE_KEYS)} (indent {PROJECT_NAME}:<key> under config:)"
-                for key in outside
-            ]
-        )
+        raise StackFileError(outside)
     cfg = data.get("config") or {}
     if not isinstance(cfg, dict):
         kind = type(cfg).__name__

@@ -65,3 +65,28 @@ def test_a_mistyped_node_profile_is_one_line_in_cost_and_store_build(tmp_path: P
     for args in (("cost", "--stack", "mine"), ("store", "build", "--stack", "mine", "--dry-run")):
         line = one_line(run(root, *args), "nodeProfile", repr(typo))
         assert "did you mean" in line
+
+
+def test_a_key_outside_config_is_refused_by_the_plan_and_by_the_program_at_up(tmp_path: Path) -> None:
+    """Pulumi reads a stack file into ProjectStack (pulumi/pulumi sdk/go/common/workspace/project.go:
+    secretsprovider, encryptedkey, encryptionsalt, config, environment) and drops any other top-level key, so the
+    program that `pulumi up` runs reads its own stack file and refuses one."""
+    import runpy
+
+    import pulumi
+
+    from deepep_a4.tools import plan_engine
+    from tests.conftest import stack_config
+
+    root = project(tmp_path, GKE, {}, extra_lines=f"{NS}ttl: 4h\n")  # written at the left margin, outside config:
+    out = tmp_path / "plan-out"
+    proc = run(root, "plan", "--stack", "stacks/Pulumi.mine.yaml", "--out", str(out))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"top-level key '{NS}ttl' is outside `config:`" in proc.stderr and not out.exists()
+
+    def program() -> None:
+        runpy.run_path(str(root / "__main__.py"), run_name="__main__")
+
+    with pytest.raises(pulumi.RunError) as err:
+        plan_engine.run_program("mine", stack_config(GKE, project="my-gpu-project"), program=program)
+    assert f"top-level key '{NS}ttl' is outside `config:`" in str(err.value) and "\n" not in str(err.value)
