@@ -189,14 +189,15 @@ def check_endpoint(v: dict[str, Any], problems: list[Problem]) -> None:
     """
     if v["platform"] != "gke":
         return
-    if not v["gkeDnsEndpoint"] and not v["gkePublicEndpoint"]:
+    if not v["gkeDnsEndpoint"] and not v["gkePublicEndpoint"] and not v["gkeAuthorizedNetworks"]:
         problems.append(
             Problem(
                 "gkeDnsEndpoint",
                 False,
-                "with gkePublicEndpoint false the control plane has only its private IP endpoint, reachable from "
-                "inside the VPC alone (this stack makes no bastion), so pulumi cannot create the workloads: set "
-                "gkeDnsEndpoint true (IAM-authorized), or gkePublicEndpoint true with gkeAuthorizedNetworks",
+                "with gkePublicEndpoint false and no gkeAuthorizedNetworks the control plane has only its private IP "
+                "endpoint, reachable from inside the new VPC alone (this stack makes no bastion), so pulumi cannot "
+                "create the workloads: set gkeDnsEndpoint true (IAM-authorized), or gkePublicEndpoint true with "
+                "gkeAuthorizedNetworks, or list the private range you run pulumi from (VPN, Interconnect)",
             )
         )
     if not v["gkePublicEndpoint"] and not any(p.key == "gkeAuthorizedNetworks" for p in problems):

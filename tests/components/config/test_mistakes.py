@@ -141,7 +141,8 @@ MISTAKES: list[tuple[str, dict[str, Any], str, str]] = [
     (GKE, {"gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["198.51.100.7/24"]}, "gkeAuthorizedNetworks", "'198"),
     # -- the private endpoint without a way to reach it --
     (GKE, {"gkeDnsEndpoint": False}, "gkeDnsEndpoint", "False"),
-    (GKE_HOST, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["10.0.0.0/8"]}, "gkeDnsEndpoint", "False"),
+    (GKE_HOST, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": []}, "gkeDnsEndpoint", "False"),
+    (GKE, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["203.0.113.0/24"]}, "gkeAuthorizedNetworks", "203."),
     (GKE, {"gkeAuthorizedNetworks": ["203.0.113.0/24"]}, "gkeAuthorizedNetworks", "203.0.113.0/24"),
     (GKE, {"gkePublicEndpoint": True}, "gkePublicEndpoint", "True"),
     # -- installerImage where it has no effect, with upper case, or without a digest --
@@ -216,6 +217,7 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     (GCE, {"rdmaCidr": "192.168.0.0/23", "nodeCount": 8, "internodeExperts": 256}),
     (GKE, {"gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["203.0.113.5/32"]}),
     (GKE, {"gkeAuthorizedNetworks": ["10.128.0.0/16"]}),
+    (GKE, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["10.200.0.0/24"]}),  # a VPN's range: reaches it
     (GKE, {"gkeDnsEndpoint": False, "gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["203.0.113.0/24"]}),
     (GKE, {"installerImage": f"registry.example.com:5000/team/stager_x:v1.2@{DIGEST}"}),
     (GKE, {"installerImage": "buildpack-deps:noble-curl", "allowUnpinnedImages": True}),
