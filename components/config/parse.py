@@ -146,7 +146,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     _unknown_keys(raw, problems)
 
     v: dict[str, Any] = {}
-    unknown_choice = False
+    unknown: set[str] = set()  # keys whose value is none of their choices
     for key in KEYS:
         value = _coerce(key, raw[key.name], problems) if key.name in raw else key.default
         if key.kind is list and isinstance(value, list):
@@ -154,17 +154,18 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         # An empty default means "the node profile's own" (rules.profile_defaults), never a choice to make.
         if key.choices and value not in key.choices and not (value == "" == key.default):
             problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}{_near(value, key)}"))
-            unknown_choice = True
+            unknown.add(key.name)
         v[key.name] = value
-    if unknown_choice:
-        # A value no rule knows (platform GKE, nodeProfile host_install): the rules below would read it as
-        # something it is not and advise on that; the user fixes these first.
+    if "nodeProfile" in unknown:
+        # The profile picks the defaults and most rules (nodeProfile host_install): read as another profile, the
+        # rules below would advise on a profile the stack does not have; the user fixes it first.
         raise ConfigError(problems)
     profile_defaults(v, set(raw))
     v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
     gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
 
-    check_explicit(v, set(raw), problems)
+    if "platform" not in unknown:  # `platform: GKE` must not call the gke keys the stack has wrong
+        check_explicit(v, set(raw), problems)
     check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
     check_capacity(v, problems)
@@ -179,7 +180,8 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_range_sizes(v, problems)
     check_endpoint(v, problems)
     check_gce_image_os(v, problems)
-    check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
+    if v["machineType"] in MACHINE_SHAPES:
+        check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
     check_traffic_class(v, problems)
 
     ttl_seconds: int | None = None

@@ -15,6 +15,7 @@ from components.config.keys import (
     ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
+    GKE_GPU_DRIVERS,
     MACHINE_SHAPES,
     PLAIN_UBUNTU_IMAGE,
     PLATFORM_KEYS,
@@ -373,7 +374,7 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     "CPU-assisted IBGDA fallback: troubleshooting T09); or set nodeProfile=host-install",
                 )
             )
-    if v["platform"] == "gke":
+    if v["platform"] == "gke" and v["gkeGpuDriver"] in GKE_GPU_DRIVERS:  # another value: parse names it once
         driver = v["gkeGpuDriver"]
         if supported and driver not in SUPPORTED_GKE_DRIVERS:
             problems.append(

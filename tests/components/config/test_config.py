@@ -171,17 +171,17 @@ def test_unknown_key_is_refused_with_a_hint() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    problems = problems_of(nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
+    problems = problems_of(platform="aks", nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
     keys = {p.key for p in problems}
-    assert {"nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
+    assert {"platform", "nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
 
 
-def test_a_value_outside_a_keys_choices_is_reported_without_advice_built_on_it() -> None:
-    """platform, nodeProfile and the other choice keys decide which rules apply: with a value none of them knows,
-    the plan names it (and unknown keys, and values of the wrong type) and nothing else, so no rule advises on a
-    platform or profile the stack does not have."""
-    problems = problems_of(platform="aks", nodeCount="two", cudaVersion="12.0", tpyo="x")
-    assert {p.key for p in problems} == {"platform", "nodeCount", "tpyo"}
+def test_a_node_profile_outside_its_choices_is_reported_without_advice_built_on_it() -> None:
+    """nodeProfile picks the defaults and most rules: with a value it does not know, the plan names it (and
+    unknown keys, and values of the wrong type) and nothing else, so no rule advises on a profile the stack does
+    not have (`host_install` must not be told to remove its host-install keys)."""
+    problems = problems_of(nodeProfile="host_install", nodeCount="two", useDocaOfed=True, tpyo="x")
+    assert {p.key for p in problems} == {"nodeProfile", "nodeCount", "tpyo"}
 
 
 def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
