@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pulumi
 import pulumi_gcp as gcp
+import yaml
 
 # Another installed `components` or `scripts` package would win over ours; refuse it (docs/development.md).
 for _name in ("components", "scripts"):
@@ -25,6 +26,16 @@ from components.gce_platform import build_gce_platform  # noqa: E402
 from components.gke_platform import build_gke_platform  # noqa: E402
 from components.network import A4Network, A4NetworkArgs  # noqa: E402
 from components.store_gate import refuse_unpinned_up  # noqa: E402
+from deepep_a4 import stackfile  # noqa: E402
+
+# Pulumi reads a stack file into ProjectStack and drops any other top-level key (a `deepep-a4:ttl` written outside
+# `config:`); the program reads its own file, where there is one, to refuse that (deepep_a4/stackfile.py).
+_stack_file = stackfile.stack_file(pulumi.get_stack(), Path(__file__).absolute().parent)
+if _stack_file.is_file():
+    _data = yaml.safe_load(_stack_file.read_text()) or {}
+    _outside = stackfile.outside_config(_data, str(_stack_file)) if isinstance(_data, dict) else []
+    if _outside:
+        raise pulumi.RunError("; ".join(_outside))
 
 try:
     cfg = config.load()

@@ -83,7 +83,8 @@ def build_gce_platform(
         "rdmaIps": fleet.rdma_ips,
         # All ten addresses in NIC order: the last eight are nic2-nic9, the RDMA NICs.
         "rdmaIpsCommand": (
-            f"gcloud compute instances list --project {cfg.project} --filter='labels.deepep-a4-stack={cfg.stack}' "
+            f"gcloud compute instances list --project {cfg.project} "
+            f"--filter='labels.deepep-a4-stack={cfg.stack_label}' "
             "--format='table(name,networkInterfaces[].networkIP.list())'"
         ),
         "iapSshCommands": [f"gcloud compute ssh {name} {zone_project} --tunnel-through-iap" for name in names],

@@ -9,7 +9,8 @@ decide what later nodes run as root. The grant is on the bucket with an IAM cond
 bucket shared with other data stays closed to the nodes. objectCreator cannot overwrite or delete (that needs
 storage.objects.delete), which with create-only requests makes every object write-once.
 Before it grants anything, it reads the bucket (`check_store_bucket`): a store the nodes could never read
-stops the deployment with one line instead of failing on the grant or, worse, on every node's install.
+stops the deployment with one line instead of failing on the grant or, worse, on every node's install; so does
+a bucket without uniform bucket-level access, on which the conditioned grant would be refused.
 
 `ArtifactStoreBucket` (the store's own small Pulumi project, `store/`): a bucket that outlives the
 benchmark stacks, with uniform bucket-level access (IAM conditions need it), public access prevention,
@@ -86,6 +87,15 @@ def check_store_bucket(url: str, project: str, parent: pulumi.Resource) -> None:
             f"{key}: bucket {bucket} cannot be read ({_reason(err)}): create it with the store project "
             "(store/, docs/store.md), or set artifactStore to '' to build on every node"
         ) from None
+    if found.uniform_bucket_level_access is False:
+        # The grants below carry an IAM condition (the store's prefix); Cloud Storage takes IAM Conditions only
+        # on a bucket with uniform bucket-level access: "You can only use IAM Conditions on buckets that have
+        # uniform bucket-level access enabled" (https://cloud.google.com/storage/docs/access-control/iam#conditions).
+        raise pulumi.RunError(
+            f"{key}: bucket {bucket} has uniform bucket-level access off, and the nodes' prefix-limited grant is an "
+            "IAM condition, which Cloud Storage allows only with it on: turn it on (gcloud storage buckets update "
+            f"gs://{bucket} --uniform-bucket-level-access), or use the store project's bucket (store/, docs/store.md)"
+        )
     if found.project_number is None:  # not known in a preview: `pulumi up` checks
         return
     own = gcp.organizations.get_project(project_id=project, opts=opts)

@@ -23,6 +23,9 @@ STACK_FILE_SUFFIX = ".yaml"
 # Namespaces a stack file of this project may use. Provider namespaces are refused: the program builds
 # its providers explicitly from deepep-a4 keys, so `gcp:project` would be silently ignored.
 PROVIDER_NAMESPACES = {"gcp": "project, region and zone", "kubernetes": "the cluster"}
+# The top-level keys of a stack file: Pulumi's ProjectStack (pulumi/pulumi sdk/go/common/workspace/project.go:
+# secretsprovider, encryptedkey, encryptionsalt, config, environment).
+STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
 
 
 class StackFileError(ValueError):
@@ -127,6 +130,17 @@ def _key_problems(key: str) -> list[str]:
     return [f"config key {key!r}: unknown namespace {namespace!r} (this project reads {PROJECT_NAME}:*){did_you_mean}"]
 
 
+def outside_config(data: dict[Any, Any], where: str) -> list[str]:
+    """A line per top-level key that is not Pulumi's: a key outside `config:` (an indentation slip) is no config
+    value, and Pulumi, which reads the file into ProjectStack, drops it without a word."""
+    return [
+        f"{where}: top-level key {str(key)!r} is outside `config:`; a stack file holds only "
+        f"{', '.join(STACK_FILE_KEYS)} (indent {PROJECT_NAME}:<key> under config:)"
+        for key in data
+        if key not in STACK_FILE_KEYS
+    ]
+
+
 def parse_text(text: str, where: str) -> dict[str, str]:
     """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them."""
     try:
@@ -139,6 +153,9 @@ def parse_text(text: str, where: str) -> dict[str, str]:
         raise StackFileError([f"{where}: not valid YAML{at}: {getattr(err, 'problem', err)}"]) from None
     if not isinstance(data, dict):
         raise StackFileError([f"{where}: the file must be a mapping with a `config:` key"])
+    outside = outside_config(data, where)
+    if outside:
+        raise StackFileError(outside)
     cfg = data.get("config") or {}
     if not isinstance(cfg, dict):
         kind = type(cfg).__name__

@@ -139,7 +139,11 @@ KEYS: tuple[Key, ...] = (
         PLACEMENTS,
     ),
     Key(
-        "ttl", str, "8h", "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m); 'off' disables it."
+        "ttl",
+        str,
+        "8h",
+        "Bill cap: the cloud deletes the machines after this long (e.g. 8h, 90m), at least the node's own bring-up "
+        "(docs/installer.md#bring-up-time); 'off' disables it.",
     ),
     Key(
         "bootDiskGb",
@@ -271,9 +275,9 @@ KEYS: tuple[Key, ...] = (
         "nvshmemTrafficClass",
         int,
         52,
-        "NVSHMEM_IB_TRAFFIC_CLASS, 0-255 (on RoCE NVSHMEM sets the IP traffic class to it and DSCP to it >> 2): "
-        "52 (DSCP 13) is the class Google's A4 settings give NCCL's RDMA data (NCCL_IB_TC=52); 0 is NVSHMEM's "
-        "default, what the field reports ran.",
+        "NVSHMEM_IB_TRAFFIC_CLASS: 52, 84 or 0 (on RoCE NVSHMEM sets the IP traffic class to it and DSCP to it >> 2): "
+        "52 (DSCP 13) is the class Google's A4 settings give NCCL's RDMA data (NCCL_IB_TC=52), 84 (DSCP 21) its "
+        "FIFO class; 0 is NVSHMEM's default, what the field reports ran.",
     ),
     Key(
         "ncclGib",
@@ -376,16 +380,27 @@ KEYS: tuple[Key, ...] = (
         TERMINATION_ACTIONS,
     ),
     # -- benchmarks --------------------------------------------------------------------------------
-    Key("benchmarks", list, ["intranode", "low-latency", "internode"], "DeepEP tests to run after install."),
-    Key("benchHidden", int, 7168, "Hidden size for every test."),
-    Key("benchTopk", int, 8, "Top-k for every test."),
-    Key("benchProcesses", int, 8, "GPUs (processes) per node for every test."),
+    Key("benchmarks", list, ["intranode", "low-latency", "internode"], "DeepEP tests to run after install, each once."),
+    Key(
+        "benchHidden",
+        int,
+        7168,
+        "Hidden size for every test: with low-latency one of 2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192 "
+        "(DeepEP's kernels), else a multiple of 16.",
+    ),
+    Key("benchTopk", int, 8, "Top-k for every test: at most 11 with low-latency, else 32 (DeepEP's kernels)."),
+    Key(
+        "benchProcesses",
+        int,
+        8,
+        "GPUs (processes) per node for every test: intranode runs 2, 4 or 8, internode 8 (DeepEP's tests).",
+    ),
     Key("intranodeTokens", int, 4096, "Tokens of test_intranode.py."),
     Key("intranodeExperts", int, 256, "Experts of test_intranode.py."),
     Key("lowLatencyTokens", int, 128, "Tokens of test_low_latency.py."),
     Key("lowLatencyExperts", int, 288, "Experts of test_low_latency.py."),
     Key("internodeTokens", int, 4096, "Tokens of test_internode.py."),
-    Key("internodeExperts", int, 256, "Experts of test_internode.py."),
+    Key("internodeExperts", int, 256, "Experts of test_internode.py: a multiple of 8 x nodeCount (its ranks)."),
     Key("benchTimeoutMinutes", int, 30, "Timeout of one benchmark test."),
     Key("benchRepeats", int, 1, "Starts of each DeepEP test in a row (1-10); from 3 the report gives min/median/max."),
     Key("benchGateRatio", str, "0.5", "A result below this fraction of the B200 baseline fails the report."),

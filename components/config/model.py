@@ -217,5 +217,20 @@ class StackConfig:
         return tuple(f"{o.component} {o.version}" for o in self.versions.overrides)
 
     @property
+    def stack_label(self) -> str:
+        """The stack name as a Google Cloud label value. Pulumi allows stack names of letters (either case),
+        digits, `-`, `_` and `.`, up to 100 characters (pulumi/pulumi pkg/backend/diy/backend.go, once
+        filestate/backend.go: validateStackName, `^[A-Za-z0-9_.-]{1,100}$`); a GCE label value takes only
+        lowercase letters, digits, `_` and `-`, at most 63 characters
+        (https://cloud.google.com/compute/docs/labeling-resources#requirements): upper case is lowered, `.`
+        becomes `-`, the rest is cut at 63 (`Acme.B200` -> `acme-b200`)."""
+        return stack_label(self.stack)
+
+    @property
     def labels(self) -> dict[str, str]:
-        return {"deepep-a4-stack": self.stack, "managed-by": "pulumi"}
+        return {"deepep-a4-stack": self.stack_label, "managed-by": "pulumi"}
+
+
+def stack_label(stack: str) -> str:
+    """A Pulumi stack name as a GCE label value (StackConfig.stack_label)."""
+    return re.sub(r"[^a-z0-9_-]", "-", stack.lower())[:63]

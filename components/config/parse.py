@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from components.config import model
-from components.config.keys import KEYS, KEYS_BY_NAME, PROJECT_NAME, ConfigError, Key, Problem
+from components.config.keys import KEYS, KEYS_BY_NAME, MACHINE_SHAPES, PROJECT_NAME, ConfigError, Key, Problem
 from components.config.rules import (
     check_benchmarks,
     check_capacity,
@@ -26,6 +26,14 @@ from components.config.rules import (
     profile_defaults,
 )
 from components.config.rules_deepep import check_deepep_api, deepep_defaults
+from components.config.rules_inputs import (
+    check_bench_shapes,
+    check_endpoint,
+    check_gce_image_os,
+    check_range_sizes,
+    check_traffic_class,
+    check_ttl_bringup,
+)
 from components.config.rules_versions import check_versions, parse_overrides
 from components.config.versions import NODE_IMAGE_TYPES
 
@@ -106,6 +114,24 @@ def _group(cls: type, v: dict[str, Any]) -> Any:
     return cls(*(v[key] for key in _GROUPS[cls]))
 
 
+# GKE's GPUDriverVersion values (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig
+# #gpudriverversion: GPU_DRIVER_VERSION_UNSPECIFIED, INSTALLATION_DISABLED, DEFAULT, LATEST): gkeGpuDriver takes
+# DEFAULT and LATEST as GKE writes them, and `installer` for INSTALLATION_DISABLED (our installer brings it).
+_GKE_DRIVER_HINT = (
+    "GKE takes DEFAULT or LATEST (its own driver, no version number) or INSTALLATION_DISABLED, which is "
+    "`installer` here (nodeProfile host-install)"
+)
+
+
+def _near(value: Any, key: Key) -> str:
+    """'; did you mean gke?' for GKE, host_install, latest: the allowed value written another way."""
+    text = str(value).strip().lower().replace("_", "-")
+    near = [c for c in key.choices if c.lower().replace("_", "-") == text]
+    if near:
+        return f"; did you mean {near[0]}?"
+    return f" ({_GKE_DRIVER_HINT})" if key.name == "gkeGpuDriver" else ""
+
+
 def _unknown_keys(raw: Mapping[str, Any], problems: list[Problem]) -> None:
     for unknown in sorted(set(raw) - set(KEYS_BY_NAME)):
         near = [k for k in KEYS_BY_NAME if k.lower() == unknown.lower()]
@@ -123,20 +149,27 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     _unknown_keys(raw, problems)
 
     v: dict[str, Any] = {}
+    unknown: set[str] = set()  # keys whose value is none of their choices
     for key in KEYS:
         value = _coerce(key, raw[key.name], problems) if key.name in raw else key.default
         if key.kind is list and isinstance(value, list):
             value = tuple(value)
         # An empty default means "the node profile's own" (rules.profile_defaults), never a choice to make.
         if key.choices and value not in key.choices and not (value == "" == key.default):
-            problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}"))
+            problems.append(Problem(key.name, value, f"must be one of: {', '.join(key.choices)}{_near(value, key)}"))
+            unknown.add(key.name)
         v[key.name] = value
+    if "nodeProfile" in unknown:
+        # The profile picks the defaults and most rules (nodeProfile host_install): read as another profile, the
+        # rules below would advise on a profile the stack does not have; the user fixes it first.
+        raise ConfigError(problems)
     profile_defaults(v, set(raw))
     deepep_defaults(v, set(raw))
     v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
     gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
 
-    check_explicit(v, set(raw), problems)
+    if "platform" not in unknown:  # `platform: GKE` must not call the gke keys the stack has wrong
+        check_explicit(v, set(raw), problems)
     check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
     check_installer_image(v, problems)
@@ -149,12 +182,22 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_gce(v, problems)
     check_store(v, problems)
     check_benchmarks(v, problems)
+    check_installer_image(v, set(raw), problems)
+    check_range_sizes(v, problems)
+    check_endpoint(v, problems)
+    check_gce_image_os(v, problems)
+    if v["machineType"] in MACHINE_SHAPES:
+        check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
+    check_traffic_class(v, problems)
 
     ttl_seconds: int | None = None
     try:
         ttl_seconds = parse_ttl(v["ttl"])
     except ValueError:
         pass  # reported by check_capacity
+    else:
+        if not any(p.key == "ttl" for p in problems):
+            check_ttl_bringup(v, ttl_seconds, problems)
 
     if problems:
         raise ConfigError(problems)

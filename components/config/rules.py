@@ -15,12 +15,14 @@ from components.config.keys import (
     ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
+    GKE_GPU_DRIVERS,
     MACHINE_SHAPES,
     PLAIN_UBUNTU_IMAGE,
     PLATFORM_KEYS,
     Problem,
 )
 from components.config.model import parse_image_ref
+from components.config.rules_inputs import check_authorized_networks, check_store_url
 from components.config.rules_versions import HCA_PREFIX_SINCE, VERSION_RE
 
 BENCH_MAX_REPEATS = 10
@@ -154,6 +156,9 @@ def check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
 
 
 def _parse_net(key: str, value: str, problems: list[Problem]) -> ipaddress.IPv4Network | None:
+    if "/" not in value:  # ipaddress reads a bare address as a /32; Google's ranges are CIDRs with a length
+        problems.append(Problem(key, value, "must be an IPv4 CIDR with its prefix length, such as 10.0.0.0/20"))
+        return None
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as err:
@@ -205,29 +210,6 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
         )
 
 
-def check_authorized_networks(cidrs: tuple[str, ...], problems: list[Problem]) -> None:
-    """Each entry a CIDR; all of them together never the whole address space, in one CIDR or in pieces."""
-    nets: dict[int, list[Any]] = {4: [], 6: []}
-    for cidr in cidrs:
-        try:
-            net = ipaddress.ip_network(cidr, strict=True)
-        except ValueError:
-            problems.append(Problem("gkeAuthorizedNetworks", cidr, "every entry must be a CIDR such as 203.0.113.0/24"))
-        else:
-            nets[net.version].append(net)
-    for version, found in nets.items():
-        merged = list(ipaddress.collapse_addresses(found))
-        if any(n.prefixlen == 0 for n in merged):
-            whole = "0.0.0.0/0" if version == 4 else "::/0"
-            problems.append(
-                Problem(
-                    "gkeAuthorizedNetworks",
-                    list(cidrs),
-                    f"together cover {whole}, every address: list only your own ranges (e.g. 203.0.113.0/24)",
-                )
-            )
-
-
 def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
     if v["nicHandler"] == "cpu" and not v["gdrcopyKernelModule"]:
         problems.append(
@@ -259,27 +241,11 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
         )
     if not 0 <= v["gidIndex"] <= 255:
         problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
-    if not 0 <= v["nvshmemTrafficClass"] <= 255:
-        problems.append(
-            Problem("nvshmemTrafficClass", v["nvshmemTrafficClass"], "must be 0-255 (52 is Google's NCCL data class)")
-        )
-
-
-_STORE_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._-]+)+/?$")
 
 
 def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
     url = v["artifactStore"]
-    if url and not _STORE_RE.match(url):
-        # A bare bucket would make the nodes' access grant cover every object in it.
-        problems.append(
-            Problem(
-                "artifactStore",
-                url,
-                "must be gs://BUCKET/PREFIX (letters, digits, . _ -): the prefix limits the nodes' access grant; "
-                "or empty",
-            )
-        )
+    check_store_url(v, problems)  # gs://BUCKET/PREFIX, the bucket by Cloud Storage's naming rules
     if v["artifactStoreOnly"] and not url:
         problems.append(Problem("artifactStoreOnly", True, "needs artifactStore: without a store nodes must download"))
     manifest = v["artifactStoreManifest"]
@@ -312,7 +278,7 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     ):
         if v[key] < 1:
             problems.append(Problem(key, v[key], "must be at least 1"))
-    for key in ("intranodeExperts", "lowLatencyExperts", "internodeExperts"):
+    for key in ("intranodeExperts", "lowLatencyExperts"):  # internode: rules_inputs (ranks of every node)
         if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
             problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
     # The runner's MAX_REPEATS (scripts/bench/settings.py, which config may not import); a test keeps them equal.
@@ -414,7 +380,7 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     "CPU-assisted IBGDA fallback: troubleshooting T09); or set nodeProfile=host-install",
                 )
             )
-    if v["platform"] == "gke":
+    if v["platform"] == "gke" and v["gkeGpuDriver"] in GKE_GPU_DRIVERS:  # another value: parse names it once
         driver = v["gkeGpuDriver"]
         if supported and driver not in SUPPORTED_GKE_DRIVERS:
             problems.append(
@@ -447,3 +413,34 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     f"{ACCELERATOR_IMAGE_PROJECT} image such as {ACCELERATOR_IMAGE}, or set nodeProfile=host-install",
                 )
             )
+
+
+# -- the staging container's image ------------------------------------------------------------------------
+# The OCI reference grammar (https://github.com/distribution/reference/blob/main/regexp.go): [domain[:port]/]
+# path-component[/path-component...] (a path component: lower-case alphanumerics joined by `.`, `_`, `__` or
+# dashes; the name at most 255 characters), then [:tag] ([\w][\w.-]{0,127}) and [@algorithm:hex].
+_DC = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_PC = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_OCI_REF = re.compile(
+    rf"^(?P<name>(?:{_DC}(?:\.{_DC})*(?::[0-9]+)?/)?{_PC}(?:/{_PC})*)(?::[\w][\w.-]{{0,127}})?"
+    rf"(?P<digest>@sha256:[0-9a-f]{{64}})?$"
+)
+
+
+def check_installer_image(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:
+    """installerImage: read only by the supported profile's staging DaemonSet on GKE, an OCI reference, pinned
+    by digest unless allowUnpinnedImages."""
+    image, where = v["installerImage"], (v["platform"], v["nodeProfile"])
+    m = _OCI_REF.match(image)
+    if "installerImage" in written and where != ("gke", "supported"):
+        why = "it would have no effect: only platform gke with nodeProfile supported runs the staging container"
+        problems.append(Problem("installerImage", image, f"{why}; remove it"))
+    elif not m or len(m["name"]) > 255:
+        upper = ", repository path in lower case" if image != image.lower() else ""
+        problems.append(
+            Problem("installerImage", image, f"must be an OCI reference, [registry/]path[:tag]@sha256:<64 hex>{upper}")
+        )
+    elif not m["digest"] and not v["allowUnpinnedImages"]:
+        problems.append(
+            Problem("installerImage", image, "must be pinned, name[:tag]@sha256:<64 hex> (or allowUnpinnedImages)")
+        )

@@ -17,7 +17,9 @@ from components.config.versions import gke_version_key
 __all__ = ["HCA_PREFIX_SINCE", "VERSION_RE", "check_versions", "gke_version_key", "parse_overrides"]
 
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
-_DRIVER_RE = re.compile(r"^\d{3}(\.\d+){0,2}$")
+# NVIDIA's Linux driver versions: branch.minor[.patch], the patch two digits (580.126.09, 575.57.08, 390.157):
+# https://download.nvidia.com/XFree86/Linux-x86_64/ lists them so; a branch (580) takes its newest build.
+_DRIVER_RE = re.compile(r"^\d{3}(\.\d{2,3}(\.\d{2})?)?$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # NVSHMEM takes the HCA name prefix from NVSHMEM_HCA_PREFIX since 3.4.5 (NVIDIA/nvshmem changelog, "Changes in
@@ -120,7 +122,14 @@ def _check_tables(v: dict[str, Any], problems: list[Problem], overrides: dict[st
 def _check_driver(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
     driver = v["nvidiaDriverVersion"]
     if not _DRIVER_RE.match(driver):
-        problems.append(Problem("nvidiaDriverVersion", driver, "must be a driver branch (580) or build (580.126.09)"))
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                "must be NVIDIA's driver branch (580) or build (580.126.09), as NVIDIA writes it: no R prefix, no "
+                "package revision (-1), no -open/-server suffix, no latest",
+            )
+        )
         return
     branch = versions.driver_branch(driver)
     if int(branch) < versions.B200_MIN_DRIVER_BRANCH:

@@ -277,7 +277,11 @@ def _money(value: float | None) -> str:
 
 
 def _hours(hours: float) -> str:
-    return f"{hours:g}h"
+    """A duration as the ttl key writes it: 8h, 10m, 1h30m, 2d (never 0.166667h)."""
+    seconds = round(hours * 3600)
+    days, rest = divmod(seconds, 86400)
+    parts = [(days, "d"), (rest // 3600, "h"), (rest % 3600 // 60, "m"), (rest % 60, "s")]
+    return "".join(f"{n}{unit}" for n, unit in parts if n) or "0m"
 
 
 def render(est: Estimate) -> list[str]:
@@ -383,3 +387,21 @@ def bill_cap(cfg: StackConfig, now: dt.datetime | None = None) -> BillCap:
     deadline = None if cfg.ttl_seconds is None else parse_time(deadline_after(now, cfg.ttl_seconds))
     action = cfg.gce.termination_action if cfg.platform == "gce" else "DELETE"
     return BillCap(cfg.ttl_seconds, cfg.platform, action, deadline)
+
+
+def per_run_line(est: Estimate, cfg: StackConfig, bringup: tuple[float, float]) -> str:
+    """What one run costs at the stack's hourly total: the bring-up alone, and with the benchmarks at their
+    timeouts; and the steps the bring-up figure leaves out."""
+    hourly = est.spot_hourly if MODEL_COLUMN.get(cfg.provisioning) == "spot" else est.on_demand_hourly
+    left_out = ["creating the cluster" if cfg.platform == "gke" else "creating the network"]
+    if cfg.provisioning in ("spot", "flex-start"):
+        left_out.append(f"the wait for {cfg.provisioning} capacity")
+    tests = len(cfg.benchmarks.tests)
+    bench_s = tests * cfg.benchmarks.test_budget_seconds
+    minutes = cfg.benchmarks.test_budget_seconds // 60
+    left_out.append(f"the benchmarks (at most {tests} x {minutes} min)" if tests else "the benchmarks (none listed)")
+    cost = "price unknown"
+    if hourly is not None:
+        low, high, most = (round(hourly * s / 3600, 2) for s in (*bringup, bringup[1] + bench_s))
+        cost = f"{_money(low)}-{_money(high)} to installer ready, at most {_money(most)} with the benchmarks' timeouts"
+    return f"  leaves out {', '.join(left_out)}; per run at {_money(hourly)}/h: {cost}"

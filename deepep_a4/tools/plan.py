@@ -300,6 +300,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         for line in cost.render(estimate):
             print(line)
         print(bringup.line)
+        print(cost.per_run_line(estimate, cfg, bringup.total))
         print(deadline_line(cap))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))
@@ -432,7 +433,7 @@ STACK_HELP = "stack name (gke-b200) or its file (stacks/Pulumi.gke-b200.yaml)"
 @click.command("plan", help=(__doc__ or "").split("\n\n")[0])
 @click.option("--stack", required=True, help=STACK_HELP)
 @click.option("--out", type=click.Path(path_type=Path), help="output folder (default build/plan/<stack>)")
-@click.option("--quiet", is_flag=True, help="print only the bill cap and the summary line")
+@click.option("--quiet", is_flag=True, help="print only the bill cap, the warnings and the summary line")
 def command(stack: str, out: Path | None, quiet: bool) -> None:
     raise SystemExit(run(stack, out, quiet))
 

@@ -84,6 +84,7 @@ STAND_IN_MARKERS = (
     MOCK_PROJECT_NUMBER,
     MOCK_ENDPOINT,
     MOCK_ADDRESS,
+    "0" * 64,  # MOCK_IMAGE_DIGEST's hex: an image digest Artifact Registry answers at the first deploy
 )
 
 
@@ -169,6 +170,9 @@ def _k8s_metadata(name: str, metadata: Any) -> dict[str, Any]:
 class PlanMocks(pulumi.runtime.Mocks):
     """Echoes inputs, adds the provider-computed outputs, and records what was registered."""
 
+    # What the mock bucket answers for uniform bucket-level access; tests set False to see the refusal.
+    store_ubla: bool = True
+
     def __init__(self, project: str):
         self.project = project
         self.created: list[pulumi.runtime.MockResourceArgs] = []
@@ -213,7 +217,7 @@ class PlanMocks(pulumi.runtime.Mocks):
             "projectNumber": int(MOCK_PROJECT_NUMBER),
             "url": f"gs://{name}",
             "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}",
-            "uniformBucketLevelAccess": True,
+            "uniformBucketLevelAccess": self.store_ubla,
         }, []
 
 

@@ -83,6 +83,15 @@ CLI_MISSING = (
 )
 
 
+NOTHING_CREATED = "Nothing was created."
+# With --destroy the stack may hold resources: what the refusal leaves is the stack as it was, still running.
+NOTHING_DESTROYED = "Nothing was destroyed: what the stack holds is still there (and billed)."
+
+
+def refusal_text(text: str, destroy_only: bool) -> str:
+    return text.replace(NOTHING_CREATED, NOTHING_DESTROYED) if destroy_only else text
+
+
 class StackOps(Protocol):
     """The Automation API calls the run makes (a fake in tests)."""
 
@@ -363,7 +372,7 @@ def execute(
         say(f"error: {err}")
         return EXIT_USAGE
     if which("pulumi") is None:
-        say(CLI_MISSING)
+        say(refusal_text(CLI_MISSING, destroy_only))
         return EXIT_NO_CLI
     try:
         problems = (deps.preflight or run_preflight.check)(name, stack_cfg(name), destroy_only)
@@ -396,7 +405,7 @@ def execute(
         cfg = stack_cfg(name, stack.raw_config() if hasattr(stack, "raw_config") else None)
     if cfg.platform == "gke" and which(AUTH_PLUGIN) is None:
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
-        say(AUTH_PLUGIN_MISSING)
+        say(refusal_text(AUTH_PLUGIN_MISSING, destroy_only))
         return EXIT_NO_CLI
     probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
     tests = max(len(cfg.benchmarks.tests), 1)

@@ -408,7 +408,7 @@ def test_single_node_jobs_run_one_pod_with_eight_gpus(host: Built) -> None:
 
 
 def test_internode_is_an_indexed_job_over_every_node_with_a_headless_service() -> None:
-    b = build(nodeCount=3)
+    b = build(nodeCount=3, internodeExperts=240)  # DeepEP: experts % (3 nodes x 8 ranks) == 0
     job = b.job("internode")
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)

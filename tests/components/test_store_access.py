@@ -210,3 +210,22 @@ def test_the_store_builder_creates_and_reads_under_the_prefix_only_and_writes_it
         assert not allowed(expression, objects + "deepep-a4-other/x")  # a sibling prefix: no
         assert not allowed(expression, objects + "results/x")  # the rest of the bucket: no
         assert not allowed(expression, "projects/_/buckets/another-bucket/objects/deepep-a4/x")
+
+
+@pytest.mark.parametrize("stack", EXAMPLES)
+@pytest.mark.parametrize("ubla", [True, False])
+def test_a_store_bucket_without_uniform_access_is_refused_before_the_conditioned_grants(
+    stack: str, ubla: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cloud Storage takes IAM Conditions only on buckets with uniform bucket-level access: "You can only use IAM
+    Conditions on buckets that have uniform bucket-level access enabled"
+    (https://cloud.google.com/storage/docs/access-control/iam#conditions); the grants are conditioned."""
+    monkeypatch.setattr(plan_engine.PlanMocks, "store_ubla", ubla)
+    if ubla:
+        result = plan(stack, project="my-own-project", artifactStore=OWN)
+        grants = [g for g in of_type(result, BUCKET_IAM) if g["parent"] == "store"]
+        assert grants and all(g["inputs"]["condition"]["expression"] for g in grants)
+        return
+    message = refusal(stack, OWN)
+    assert "uniform bucket-level access off" in message
+    assert "--uniform-bucket-level-access" in message and "IAM condition" in message

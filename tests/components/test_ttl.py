@@ -75,8 +75,8 @@ def test_bill_cap_line_names_the_ttl_the_action_and_the_deadline() -> None:
     now = dt.datetime(2026, 1, 2, 3, 4, tzinfo=dt.UTC)
     gce = cost.bill_cap(cfg_of("gce-b200", ttl="90m", terminationAction="STOP"), now)
     assert gce.deadline == now + dt.timedelta(minutes=90)
-    assert "ttl 1.5h from the first `pulumi up`" in gce.line and "2026-01-02 04:34 UTC" in gce.line
-    assert "max_run_duration 1.5h: Compute Engine stops it" in gce.line
+    assert "ttl 1h30m from the first `pulumi up`" in gce.line and "2026-01-02 04:34 UTC" in gce.line
+    assert "max_run_duration 1h30m: Compute Engine stops it" in gce.line
     gke = cost.bill_cap(cfg_of("gke-b200"), now)
     assert "a Cloud Scheduler job deletes the A4 node pool, so no node comes back" in gke.line
     assert "refused after it" in gke.line and gke.as_dict()["sources"] == list(cost.BILL_CAP_SOURCES["gke"])

@@ -43,7 +43,8 @@ TABLE: dict[str, Any] = {
 
 
 def test_machines_disks_and_fee_add_up_per_hour_and_per_ttl() -> None:
-    est = cost.estimate(cfg_of("gke-b200", nodeCount=3, ttl="2h", bootDiskGb=500), TABLE)
+    # 240 internode experts: DeepEP's test_internode.py asserts experts % (3 nodes x 8 ranks) == 0.
+    est = cost.estimate(cfg_of("gke-b200", nodeCount=3, internodeExperts=240, ttl="2h", bootDiskGb=500), TABLE)
     machines, ssd, disks, fee, system, scheduler, nat = est.lines
     assert nat.spot == nat.on_demand == pytest.approx(0.01 * (3 + 1))  # 3 A4 nodes and the system node
     assert scheduler.spot == scheduler.on_demand == pytest.approx(0.744 / (31 * 24))

@@ -365,6 +365,29 @@ def test_a_gke_stack_needs_the_auth_plugin_before_anything_is_created() -> None:
     assert said == [rb.AUTH_PLUGIN_MISSING] and "Nothing was created" in said[0]
 
 
+@pytest.mark.parametrize("missing", ["pulumi", rb.AUTH_PLUGIN])
+def test_destroy_refused_for_a_missing_tool_never_says_nothing_was_created(missing: str) -> None:
+    """`run --destroy` acts on a stack that may hold paid machines: a refusal leaves them, it created nothing."""
+    said: list[str] = []
+
+    class Stack:
+        def __init__(self, name: str):
+            pass
+
+        def raw_config(self) -> None:
+            return None
+
+    rc = rb.main(
+        ["--stack", "gke-b200", "--destroy"],
+        which=lambda tool: None if tool == missing else f"/usr/bin/{tool}",
+        make_stack=Stack,
+        say=said.append,
+    )
+    assert rc == rb.EXIT_NO_CLI
+    assert len(said) == 1 and "Nothing was created" not in said[0]
+    assert "Nothing was destroyed" in said[0] and "still there" in said[0]
+
+
 class DeployedStack:
     """A stack the Automation API reports as already deployed with these outputs."""
 

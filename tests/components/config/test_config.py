@@ -77,7 +77,8 @@ def test_config_is_frozen() -> None:
         ({"region": "mars"}, "region", "region name"),
         ({"nodeCount": 0}, "nodeCount", "at least 1"),
         ({"nodeCount": "two"}, "nodeCount", "a whole number"),
-        ({"nodeCount": 151}, "nodeCount", "compact placement allows at most 150"),
+        # (without internode: DeepEP's internode kernels run at most 20 nodes, rules_inputs.py)
+        ({"nodeCount": 151, "benchmarks": ["intranode"]}, "nodeCount", "compact placement allows at most 150"),
         ({"hostCidr": "10.0.0.1/20"}, "hostCidr", "no host bits set"),
         ({"hostCidr": "banana"}, "hostCidr", "IPv4 CIDR"),
         ({"gvnicCidr": "8.8.8.0/24"}, "gvnicCidr", "private IPv4 range"),
@@ -174,6 +175,14 @@ def test_every_problem_is_reported_at_once() -> None:
     problems = problems_of(platform="aks", nodeCount=0, cudaVersion="12.0", nicHandler="cpu", tpyo="x")
     keys = {p.key for p in problems}
     assert {"platform", "nodeCount", "cudaVersion", "nicHandler", "tpyo"} <= keys
+
+
+def test_a_node_profile_outside_its_choices_is_reported_without_advice_built_on_it() -> None:
+    """nodeProfile picks the defaults and most rules: with a value it does not know, the plan names it (and
+    unknown keys, and values of the wrong type) and nothing else, so no rule advises on a profile the stack does
+    not have (`host_install` must not be told to remove its host-install keys)."""
+    problems = problems_of(nodeProfile="host_install", nodeCount="two", useDocaOfed=True, tpyo="x")
+    assert {p.key for p in problems} == {"nodeProfile", "nodeCount", "tpyo"}
 
 
 def test_cpu_nic_handler_with_gdrcopy_module_is_valid() -> None:
