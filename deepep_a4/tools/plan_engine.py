@@ -20,6 +20,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from components import artifacts, config, pins
 from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
+from deepep_a4.tools import provider_imports
 
 ROOT = project_root()
 
@@ -303,6 +304,7 @@ def run_program(
     """Runs __main__.py (or `program`) under mocks with the given namespaced config. Without `download` it
     is the offline plan (first-up digests are stand-ins, components/pins.py); with it, a first `pulumi up`
     whose downloads `download` digests (tests)."""
+    provider_imports.install()  # the provider classes the program uses, not whole packages (issue 37)
     raw = project_keys(stack_cfg)
     gcp_project = str(raw.get("project", ""))
     mocks = PlanMocks(gcp_project)
