@@ -359,12 +359,21 @@ _restore_parts() {
 }
 
 _restore_part() {
-  local part="$CACHE/$PHASE-part-${1//\//-}" want=""
+  local part="$CACHE/$PHASE-part-${1//\//-}" want="" d
   if ((!STORE_TRUST_PUBLISHED)); then
     want="$(_pinned_digest "$_PART_BASE/$1")" || die "store: part $_PART_BASE/$1 is not pinned by the store manifest"
   fi
   store_get "$_PART_BASE/$1" "$part" || die "store: $STORE_URL/$_PART_BASE/$1 is missing although the manifest names it"
   _check_pinned "$part" "$_PART_BASE/$1" "$want"
+  # The part's folders first, then its files. A part holds files and links only (_publish_parts), so tar would
+  # make their missing parent folders itself; when another part's tar makes the same ones at that moment, GNU
+  # tar (1.34) fails the member with "Cannot open: No such file or directory" (issue 37; a restore of 16 parts
+  # did, under load: tests/scripts/test_store_parts_race.py). mkdir -p takes a folder made meanwhile as made.
+  local -A dirs=()
+  while IFS= read -r d; do dirs[$d]=1; done < <(tar -tf "$part" --quoting-style=literal | sed -n 's|/[^/]*$||p')
+  if ((${#dirs[@]})); then
+    (cd "$_PART_DIR" && mkdir -p -- "${!dirs[@]}") || die "store: making the folders of $_PART_BASE/$1 failed"
+  fi
   tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
   rm -f "$part"
 }
