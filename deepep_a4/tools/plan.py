@@ -130,8 +130,8 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
     """Each Kubernetes object as the manifest the provider would apply, numbered in apply order."""
     import yaml
 
-    # libyaml's emitter where PyYAML was built with it: the text of yaml.safe_dump, ten times faster
-    # (tests/deepep_a4/test_plan.py compares the two on every manifest of every stack).
+    # libyaml's emitter where PyYAML was built with it, ten times faster than yaml.safe_dump: the same documents,
+    # long quoted strings folded differently (tests/deepep_a4/test_provider_imports.py compares them).
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     files: dict[str, str] = {}
     k8s = [r for r in resources if r["type"].startswith("kubernetes:") and "apiVersion" in r["inputs"]]
