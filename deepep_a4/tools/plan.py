@@ -10,7 +10,6 @@ Exit codes: 0 plan written, 2 bad stack or config (nothing written), 1 the progr
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -247,21 +246,6 @@ class UsageError(Exception):
 
 
 def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
-    # A plan is one burst of allocation that mostly lives until the end (the provider packages' classes, the
-    # resources): the collector's passes over it took a fifth of the CPU time and lowered no peak (issue 37).
-    # It is off while the plan runs. Afterwards what the plan made is frozen (left out of later collections),
-    # or the first collection after it would walk all of it again (a quarter of a second) for little.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _run(stack_arg, out, quiet)
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.enable()
-
-
-def _run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     started = time.monotonic()
     try:
         stack, stack_cfg, cfg = load_stack(stack_arg)
@@ -447,7 +431,9 @@ STACK_HELP = "stack name (gke-b200) or its file (stacks/Pulumi.gke-b200.yaml)"
 @click.option("--out", type=click.Path(path_type=Path), help="output folder (default build/plan/<stack>)")
 @click.option("--quiet", is_flag=True, help="print only the bill cap and the summary line")
 def command(stack: str, out: Path | None, quiet: bool) -> None:
-    raise SystemExit(run(stack, out, quiet))
+    with plan_engine.collector_off(freeze_after=True):  # the whole plan, not only the program
+        code = run(stack, out, quiet)
+    raise SystemExit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
