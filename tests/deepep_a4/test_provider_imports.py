@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deepep_a4.tools import plan, provider_imports
+from deepep_a4.tools import plan, plan_engine, provider_imports
 from tests.conftest import ROOT
 from tests.conftest import plan as run_plan
 
@@ -79,3 +79,15 @@ def test_a_plan_in_process_leaves_the_collector_as_it_found_it(tmp_path: Path) -
     assert gc.isenabled()
     assert plan.main(["--stack", "gce-b200", "--out", str(tmp_path / "p"), "--quiet"]) == 0
     assert gc.isenabled()
+
+
+def test_source_positions_are_skipped_only_while_the_program_runs() -> None:
+    """pulumi's _get_stack_trace (pulumi/runtime/resource.py) feeds RegisterResourceRequest.sourcePosition, which
+    the mock monitor drops; outside the plan pulumi's own function is back."""
+    from pulumi.runtime import resource as pulumi_resource
+
+    real = pulumi_resource._get_stack_trace  # type: ignore[attr-defined]
+    with plan_engine.no_source_positions():
+        assert pulumi_resource._get_stack_trace is not real  # type: ignore[attr-defined]
+        assert list(pulumi_resource._get_stack_trace().frames) == []  # type: ignore[attr-defined]
+    assert pulumi_resource._get_stack_trace is real  # type: ignore[attr-defined]
