@@ -1,4 +1,4 @@
-"""Provider modules loaded by the piece, so that the offline plan stays within 2 s (issue 37).
+"""Provider modules loaded by the piece, to keep the offline plan short (issue 37).
 
 `pulumi_gcp.compute` is one Python package of some 290 generated modules, and its `__init__.py` star-imports
 every one of them (`from .autoscaler import *` ...) the first time the program touches `gcp.compute`: about
