@@ -6,10 +6,12 @@ would for the few computed outputs the program reads (self links, emails, cluste
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import runpy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from components import artifacts, config, pins
 from deepep_a4 import stackfile
 from deepep_a4.paths import project_root
+from deepep_a4.tools import provider_imports
 
 ROOT = project_root()
 
@@ -298,6 +301,43 @@ def as_engine_config(stack_cfg: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def collector_off(freeze_after: bool = False) -> Iterator[None]:
+    """No garbage collector passes inside: a plan is one burst of allocation that mostly lives to its end (the
+    provider modules' classes, the resources), and the passes over it took a quarter of its CPU time for a
+    little garbage, with no lower peak (issue 37). Back on afterwards, as it was. `freeze_after`: what was
+    made is left out of later passes (gc.freeze), or the first one walks all of it again, a quarter of a
+    second, for little; for a process that ends with the plan (the CLI)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            if freeze_after:
+                gc.freeze()
+            gc.enable()
+
+
+@contextlib.contextmanager
+def no_source_positions() -> Iterator[None]:
+    """pulumi walks the Python stack of every resource it registers for the source position it sends the
+    engine (pulumi/runtime/resource.py, _get_stack_trace): a third of a program run's time here (issue 37),
+    for a field the mock monitor drops and the plan never shows. Empty while the program runs."""
+    from pulumi.runtime import resource as pulumi_resource
+    from pulumi.runtime.proto import source_pb2
+
+    real = getattr(pulumi_resource, "_get_stack_trace", None)
+    if real is None:  # another pulumi: nothing to skip
+        yield
+        return
+    pulumi_resource._get_stack_trace = source_pb2.StackTrace  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        pulumi_resource._get_stack_trace = real  # type: ignore[attr-defined]
+
+
 def run_program(
     stack: str,
     stack_cfg: dict[str, Any],
@@ -307,6 +347,7 @@ def run_program(
     """Runs __main__.py (or `program`) under mocks with the given namespaced config. Without `download` it
     is the offline plan (first-up digests are stand-ins, components/pins.py); with it, a first `pulumi up`
     whose downloads `download` digests (tests)."""
+    provider_imports.install()  # the provider classes the program uses, not whole packages (issue 37)
     raw = project_keys(stack_cfg)
     gcp_project = str(raw.get("project", ""))
     mocks = PlanMocks(gcp_project)
@@ -331,7 +372,7 @@ def run_program(
 
     pulumi.export = capture  # type: ignore[assignment]
     try:
-        with pins.downloading(download) if download else pins.offline():
+        with collector_off(), no_source_positions(), pins.downloading(download) if download else pins.offline():
             pulumi.runtime.test(run)()
     finally:
         pulumi.export = real_export  # type: ignore[assignment]

@@ -373,8 +373,18 @@ _fetch_part() {
 }
 
 _unpack_part() {
-  local part
+  local part d
   part="$(_part_file "$1")"
+  # The part's folders first, then its files. A part holds files and links only (_publish_parts), so tar would
+  # make their missing parent folders itself; when another part's tar makes the same ones at that moment, GNU
+  # tar (1.34) fails the member with "Cannot open: No such file or directory" (issue 37; a restore of 16 parts
+  # did, under load: tests/scripts/test_store_parts_race.py). mkdir -p takes a folder made meanwhile as made.
+  # _check_part_members has already refused any member below a link, so no folder made here stands for a link.
+  local -A dirs=()
+  while IFS= read -r d; do dirs[$d]=1; done < <(tar -tf "$part" --quoting-style=literal | sed -n 's|/[^/]*$||p')
+  if ((${#dirs[@]})); then
+    (cd "$_PART_DIR" && mkdir -p -- "${!dirs[@]}") || die "store: making the folders of $_PART_BASE/$1 failed"
+  fi
   tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
   rm -f "$part"
 }
