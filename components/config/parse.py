@@ -172,7 +172,6 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         check_explicit(v, set(raw), problems)
     check_node_profile(v, set(raw), problems)
     check_identity(v, problems)
-    check_installer_image(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
     overrides = parse_overrides(v, problems)

@@ -80,13 +80,6 @@ def _require_digest(key: str, v: dict[str, Any], problems: list[Problem]) -> Non
         problems.append(Problem(key, v[key], f"must be pinned by digest, {pinned}"))
 
 
-def check_installer_image(v: dict[str, Any], problems: list[Problem]) -> None:
-    """installerImage runs the supported profile's staging as root on every A4 node: pinned by digest, as
-    containerImage (allowUnpinnedImages: true accepts a tag, for trying an image only)."""
-    if _IMAGE_RE.match(v["installerImage"]):
-        _require_digest("installerImage", v, problems)
-
-
 def check_explicit(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:
     """Rules on what the stack writes, not on the values it ends up with: a key the platform never reads
     would be silently ignored, and an explicit compact placement on reservation capacity silently dropped."""
@@ -442,5 +435,7 @@ def check_installer_image(v: dict[str, Any], written: set[str], problems: list[P
         )
     elif not m["digest"] and not v["allowUnpinnedImages"]:
         problems.append(
-            Problem("installerImage", image, "must be pinned, name[:tag]@sha256:<64 hex> (or allowUnpinnedImages)")
+            Problem(
+                "installerImage", image, "must be pinned by digest, name[:tag]@sha256:<64 hex> (or allowUnpinnedImages)"
+            )
         )
