@@ -116,7 +116,11 @@ def test_config_is_frozen() -> None:
         ({"localSsdCount": 4}, "localSsdCount", "32 or 0"),
         ({"gkeVersion": "latest"}, "gkeVersion", "GKE version"),
         ({"gkeAuthorizedNetworks": ["0.0.0.0/0"]}, "gkeAuthorizedNetworks", "every address"),
-        ({"installerImage": "buildpack-deps:noble-curl"}, "installerImage", "must be pinned by digest"),
+        (
+            {"platform": "gke", "nodeProfile": "supported", "installerImage": "buildpack-deps:noble-curl"},
+            "installerImage",
+            "must be pinned by digest",
+        ),
         ({"gkeAuthorizedNetworks": ["0.0.0.0/1", "128.0.0.0/1"]}, "gkeAuthorizedNetworks", "cover 0.0.0.0/0"),
         ({"zone": "asia-southeast1-a"}, "zone", "only in asia-northeast1-b, asia-southeast1-b"),
         ({"gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "read only on platform gce, not gke"),
