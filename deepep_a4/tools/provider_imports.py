@@ -50,6 +50,15 @@ class ThinPackage(types.ModuleType):
             self._load_whole()
         return types.ModuleType.__getattribute__(self, name)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # Importing a submodule binds it on its package (`organizations.get_project`, the module). Where the
+        # package's star import binds that name to a member instead (the function `get_project`), the real
+        # package ends with the member; leave the name unbound so __getattr__ answers with it.
+        if isinstance(value, types.ModuleType) and not name.startswith("_") and not self.__dict__.get("_whole"):
+            if self._where(name) != name or name in (self._index or {}):
+                return
+        types.ModuleType.__setattr__(self, name, value)
+
     def _where(self, name: str) -> str | None:
         """The submodule that defines `name` for `from package import name`, or None if unsure."""
         folder = Path(self.__spec__.submodule_search_locations[0])  # type: ignore[union-attr,index]

@@ -278,7 +278,10 @@ def test_the_plan_grants_the_nodes_the_store_prefix_only(stack: str) -> None:
         assert g["inputs"]["condition"]["expression"] == (
             f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
         )
-        assert g["inputs"]["member"].startswith("serviceAccount:")
+        # A supported GKE stack stages from the pod network under the staging pod's Workload Identity principal
+        # (components/gke_stage_access.py); every other stack reads as its node account.
+        staged_gke = cfg.platform == "gke" and cfg.node_profile == "supported"
+        assert g["inputs"]["member"].startswith("principal://" if staged_gke else "serviceAccount:")
     conf = result.files[f"install/{cfg.platform}/config.sh"]
     assert f"STORE_URL={cfg.installer.store_url}" in conf
 
