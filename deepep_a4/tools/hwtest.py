@@ -197,6 +197,10 @@ collect_files() {{
 }}
 trap collect_files EXIT
 export DEEPEP_STORE_URL="$store" DEEPEP_INSTALL_ROOT="$root"
+# The lent GPU machines' image points CXX and CC at a g++ wrapper (/opt/gcc, its own -B runtime files) whose
+# extensions turn any C++ exception into SIGSEGV (measured: tests/fixtures/bench/v2_exception_probe_h100.txt):
+# DeepEP builds with the system compiler, as it does in the store builder's CUDA image, which sets neither.
+if [[ -x /usr/bin/g++ && -x /usr/bin/gcc ]]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++; fi
 if [[ -n $builder ]]; then
   (
     set -Eeuo pipefail

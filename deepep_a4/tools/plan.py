@@ -26,8 +26,9 @@ import pulumi
 
 from components import config, gke_gib, installer, pins, staging, store
 from deepep_a4 import stackfile
-from deepep_a4.tools import cost, plan_engine, store_estimate
+from deepep_a4.tools import cost, plan_engine
 from deepep_a4.tools.bringup_table import expected_bringup
+from deepep_a4.tools.store_estimate import store_warnings
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
 SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
@@ -339,36 +340,6 @@ def deadline_line(cap: cost.BillCap) -> str:
         return "Deadline: none (ttl: off): nothing deletes the A4 capacity but `pulumi destroy --refresh`"
     when = cap.deadline.strftime("%Y-%m-%d %H:%M UTC")
     return f"Deadline: {when} if the first `pulumi up` ran now ({plan_engine.STAND_IN}; then kept by every `up`)"
-
-
-def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
-    """What waits for the store manifest (docs/store.md), and the sha256 that the first `pulumi up` resolves
-    where no manifest pins a download (components/pins.py): stand-ins in the plan."""
-    if cfg.installer.store_manifest:
-        return []
-    build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
-    lines = []
-    if not cfg.installer.store_url and cfg.staged:
-        lines.append(
-            "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
-            f"artifactStore and run {build} before `pulumi up`, which refuses the stack until then"
-        )
-    elif cfg.installer.store_url:
-        cold = (
-            "the nodes stage nothing until one is pinned, and `pulumi up` is refused until then"
-            if cfg.staged
-            else "every node builds cold (docs/store.md)"
-        )
-        lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
-    if lines:  # the build the lines above ask for, on Cloud Build (store build --remote, or `run --build-store`)
-        lines.append(f"  store build on Cloud Build: {store_estimate.estimate_line()}")
-    if first_up := installer.first_up_names(cfg):
-        lines.append(
-            f"STAND-IN: the sha256 of {', '.join(first_up)} ({plan_engine.STAND_IN}: downloaded once on your "
-            "machine, then kept in the stack's state; nodes refuse a stand-in): pin one yourself with "
-            "versionOverrides (GDRCopy, NVSHMEM) or the store manifest"
-        )
-    return lines
 
 
 def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:

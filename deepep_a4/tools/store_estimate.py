@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from components import config, installer
+from deepep_a4.tools import plan_engine
+
 MACHINE_TYPE = "E2_HIGHCPU_32"  # 32 vCPUs, 32 GB: the largest machine of Cloud Build's default pool
 MACHINE_PRICE_KEY = "e2-highcpu-32"  # its row in Cloud Build's price table (prices.yaml cloud_build)
 TIMEOUT_S = 5400  # 90 min: about 6x the estimate's upper end
@@ -50,3 +53,33 @@ def estimate_line(prices: dict[str, Any] | None = None) -> str:
         f"{MACHINE_PRICE_KEY} at {price} (cited: {source}, read {read}); ESTIMATE {low / 60:.0f}-{high / 60:.0f} min, "
         f"{money} (from the local build measured on a 16-core H100 host, docs/store.md); timeout {TIMEOUT_S // 60} min"
     )
+
+
+def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
+    """What waits for the store manifest (docs/store.md), and the sha256 that the first `pulumi up` resolves
+    where no manifest pins a download (components/pins.py): stand-ins in the plan."""
+    if cfg.installer.store_manifest:
+        return []
+    build = f"deepep-a4 store build --stack {stack}, then pulumi config set deepep-a4:artifactStoreManifest SHA256"
+    lines = []
+    if not cfg.installer.store_url and cfg.staged:
+        lines.append(
+            "WARNING: nodeProfile supported stages the user space from the store and builds nothing: set "
+            f"artifactStore and run {build} before `pulumi up`, which refuses the stack until then"
+        )
+    elif cfg.installer.store_url:
+        cold = (
+            "the nodes stage nothing until one is pinned, and `pulumi up` is refused until then"
+            if cfg.staged
+            else "every node builds cold (docs/store.md)"
+        )
+        lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
+    if lines:  # the build the lines above ask for, on Cloud Build (store build --remote, or `run --build-store`)
+        lines.append(f"  store build on Cloud Build: {estimate_line()}")
+    if first_up := installer.first_up_names(cfg):
+        lines.append(
+            f"STAND-IN: the sha256 of {', '.join(first_up)} ({plan_engine.STAND_IN}: downloaded once on your "
+            "machine, then kept in the stack's state; nodes refuse a stand-in): pin one yourself with "
+            "versionOverrides (GDRCopy, NVSHMEM) or the store manifest"
+        )
+    return lines

@@ -67,4 +67,6 @@ def test_plan_quiet_prints_what_development_md_says(monkeypatch: pytest.MonkeyPa
     assert lines[0].startswith("Bill cap:")
     assert re.match(r"^\d+ resources, \d+ rendered files -> ", lines[-1])
     for line in lines[1:-1]:
-        assert line.startswith(("  source:", "WARNING:", "UNTESTED:", "STAND-IN:")), line
+        assert line.startswith(("  source:", "  store build on Cloud Build:", "WARNING:", "UNTESTED:", "STAND-IN:")), (
+            line
+        )

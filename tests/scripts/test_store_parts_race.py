@@ -59,7 +59,10 @@ _PART_BASE=artifacts/t/key
 for round in $(seq "$ROUNDS"); do
   _PART_DIR="$T/root-$round"
   rm -rf "$_PART_DIR" && mkdir -p "$_PART_DIR"
-  _parallel _restore_part $NAMES || { echo "round $round failed"; exit 1; }
+  # As _restore_parts does: fetch every part, check their members together, then unpack them side by side.
+  _parallel _fetch_part $NAMES || { echo "round $round failed to fetch"; exit 1; }
+  _check_part_members $NAMES
+  _parallel _unpack_part $NAMES || { echo "round $round failed"; exit 1; }
   echo "round $round ok"
   ((SECONDS < BOUND_S)) || break
 done
