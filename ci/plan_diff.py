@@ -10,10 +10,14 @@ Prints one unified diff per differing file and exits 1, or prints "same: N files
 
 from __future__ import annotations
 
+import base64
 import difflib
+import gzip
+import io
 import json
 import re
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +33,14 @@ deepep_a4/config/(stackfile|schema)\.py => deepep_a4/\1.py
 deepep_a4/(upstream|provisioning)\.py => components/config/\1.py
 deepep_a4/config/ => components/config/
 (deepep_a4/)?\bprogram/ => components/
-(deepep_a4/)?\bnode/(?=install|bench|gce|gke|names|payload) => scripts/
+(deepep_a4/)?(?<!components/)\bnode/(?=install|bench|gce|gke|names|payload) => scripts/
 deepep_a4\.node\. => scripts.
 from deepep_a4\.node import => from scripts import
+components/gke_(\w+)\.py => components/gke/\1.py
+components/gce_(\w+)\.py => components/gce/\1.py
+components/gce\.py => components/gce/fleet.py
+components/(installer|pins|staging|store|store_gate|torch_lock)\.py => components/node/\1.py
+deepep_a4/tools/ => deepep_a4/
 (EOF_)[0-9A-F]{12} => \1<hash>
 (INSTALLER_HASH=)[0-9a-f]{16} => \1<hash>
 \b[0-9a-f]{64}\b => <sha256>
@@ -43,7 +52,23 @@ from deepep_a4\.node import => from scripts import
 REWRITES = tuple((re.compile(a), b) for a, b in (line.split(" => ") for line in _REWRITES.strip().splitlines()))
 
 
+# The GCE startup script carries its files as the base64 of a gzip'd tar (components/gce/bench.py): compared as
+# the files it holds, each normalised like any other text, not as the bytes of one archive.
+_PACKED = re.compile(r"(<<'DEEPEP_A4_PACKED'[^\n]*\n)([A-Za-z0-9+/=\n]+?)(\nDEEPEP_A4_PACKED)")
+
+
+def _unpacked(m: re.Match[str]) -> str:
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(m[2])))) as tar:
+        members = sorted((t for t in tar.getmembers() if t.isfile()), key=lambda t: t.name)
+        listing = "".join(
+            f"== {t.name}\n{tar.extractfile(t).read().decode(errors='replace')}"  # type: ignore[union-attr]
+            for t in members
+        )
+    return m[1] + listing + m[3]
+
+
 def normalise(text: str) -> str:
+    text = _PACKED.sub(_unpacked, text)
     for pattern, repl in REWRITES:
         text = pattern.sub(repl, text)
     return text

@@ -23,7 +23,7 @@ from deepep_a4 import paths
 
 paths.refuse_foreign_packages()  # before anything imports `components` or `scripts`
 
-from deepep_a4.tools import plan as plan_tool  # noqa: E402
+from deepep_a4 import plan as plan_tool  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -39,16 +39,16 @@ def _subcommand(module: str, name: str) -> None:
     main.add_command(importlib.import_module(module).command, name)
 
 
-_subcommand("deepep_a4.tools.store_build", "store")
-_subcommand("deepep_a4.tools.hwtest", "hwtest")
-_subcommand("deepep_a4.tools.bringup", "bringup")
+_subcommand("deepep_a4.store_build", "store")
+_subcommand("deepep_a4.hwtest", "hwtest")
+_subcommand("deepep_a4.bringup", "bringup")
 
 
 @main.command()
 @click.option("--stack", required=True, help=plan_tool.STACK_HELP)
 def cost(stack: str) -> None:
     """Cost estimate and bill cap of a stack, without writing a plan."""
-    from deepep_a4.tools import cost as cost_tool
+    from deepep_a4 import cost as cost_tool
 
     try:
         _, _, cfg = plan_tool.load_stack(stack)
@@ -60,8 +60,8 @@ def cost(stack: str) -> None:
     click.echo("\n".join(cost_tool.bill_cap(cfg).lines))
 
 
-_subcommand("deepep_a4.tools.run_benchmark", "run")
-_subcommand("deepep_a4.tools.report.cli", "report")
+_subcommand("deepep_a4.run_benchmark", "run")
+_subcommand("deepep_a4.report.cli", "report")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import pulumi
 import pulumi_gcp as gcp
 
-from components.store import ArtifactStoreBucket, StoreBuilder, store_settings
+from components.node.store import ArtifactStoreBucket, StoreBuilder, store_settings
 
 try:
     settings = store_settings(pulumi.Config("deepep-a4-store"))

@@ -31,7 +31,7 @@ from scripts import names
 
 # -- IAM: roles by member ------------------------------------------------------------------------------
 
-# The predefined roles the stack grants (components/gke_nodepool.py NODE_ROLES, store.py, gce_results.py), each
+# The predefined roles the stack grants (components/gke/nodepool.py NODE_ROLES, store.py, gce_results.py), each
 # on the one kind of resource it is granted on: object roles on a bucket, image reads on a repository, never
 # project-wide. Custom roles (projects/P/roles/R) are judged by their permissions (custom_role_permissions).
 ALLOWED_ROLES: dict[str, str] = {
@@ -169,12 +169,12 @@ def rbac_subjects(type_: str, props: Props) -> list[str]:
 
 # -- hostPath, capabilities, hostIPC -----------------------------------------------------------------------
 
-# Our own host folders (scripts/names.py, components/gke_objects.py): the staged root, the driver's folder
+# Our own host folders (scripts/names.py, components/gke/objects.py): the staged root, the driver's folder
 # where the host-install installer puts its files, gIB's plugin. Only objects in our namespace mount them;
 # the installer DaemonSet alone mounts / (trust.py's rule).
 OUR_HOST_DIRS = (names.STAGED_ROOTS["gke"], names.GKE_HOST_NVIDIA, "/home/kubernetes/bin/gib")
 INSTALLER = ("kubernetes:apps/v1:DaemonSet", names.NAMESPACE, names.INSTALLER_NAME)
-# What our containers add (components/gke_pod_security.py): the init containers' file ownership, the RDMA
+# What our containers add (components/gke/pod_security.py): the init containers' file ownership, the RDMA
 # benchmarks' pinned memory. Nothing else: SYS_ADMIN, NET_ADMIN, SYS_PTRACE, ALL... are refused.
 ALLOWED_CAPABILITIES = frozenset({"CHOWN", "DAC_OVERRIDE", "FOWNER", "IPC_LOCK"})
 

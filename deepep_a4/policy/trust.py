@@ -25,7 +25,7 @@ SA_KEY = "gcp:serviceaccount/key:Key"
 FIREWALL = "gcp:compute/firewall:Firewall"
 CLUSTER = "gcp:container/cluster:Cluster"
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-# The objects that may use the host's namespaces, by kind, namespace and name (components/gke_objects.py,
+# The objects that may use the host's namespaces, by kind, namespace and name (components/gke/objects.py,
 # gke_bench.py): the installer DaemonSet (host PID, the host's root), and the benchmark Jobs that run over
 # RDMA (the host's network with `podNetworking: hostNetwork`).
 INSTALLER = ("kubernetes:apps/v1:DaemonSet", names.NAMESPACE, names.INSTALLER_NAME)

@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     if args.nccl_worker:
         return nccl_worker_main(args)
     # The first line, with the runner's own UTC time: `deepep-a4 run` measures bring-up up to here
-    # (deepep_a4/tools/timeline.py; GCE reads it back from summary.json's `started`).
+    # (deepep_a4/timeline.py; GCE reads it back from summary.json's `started`).
     started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     log(out, "start", {"utc": started, "host": socket.gethostname(), "tests": args.tests})
 

@@ -17,7 +17,7 @@ try:  # in the package (tests) or flat in the folder the files were shipped to (
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     from bench_env import GIB_NCCL_ENV  # type: ignore[no-redef]
 
-# The gIB plugin's version: the GKE DaemonSet writes its image here (components/gke_gib.py); on GCE dpkg knows.
+# The gIB plugin's version: the GKE DaemonSet writes its image here (components/gke/gib.py); on GCE dpkg knows.
 GIB_VERSION_FILE = "deepep-a4-gib-version"
 GIB_PACKAGE = "nccl-gib"
 # The NCCL Google pairs with gIB 1.1: libnccl2 2.27.5 beside nccl-gib 1.1.0 in cluster-toolkit's A4 Slurm
@@ -39,7 +39,7 @@ TRANSPORT_VARS = (
     "DEEP_EP_DEVICE_TO_HCA_MAPPING",
     "NCCL_NET",
 )
-# What the installer was asked for (its rendered config.sh, components/installer.py) -> record key.
+# What the installer was asked for (its rendered config.sh, components/node/installer.py) -> record key.
 CONFIG_VERSIONS = {
     "DEEPEP_STACK": "stack",
     "DEEPEP_REF": "deepep_ref",

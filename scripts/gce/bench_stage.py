@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GCE benchmark stage: what every A4 VM does after the installer, on every boot.
 
-The VM's startup script (rendered by components/gce_bench.py) runs the installer, then this file:
+The VM's startup script (rendered by components/gce/bench.py) runs the installer, then this file:
 
     python3 bench_stage.py                     # settings from the VM's metadata
     python3 bench_stage.py --install-failed RC # the installer failed: record it for the peers, exit RC
@@ -68,7 +68,7 @@ class Stage:
         self.attempt = attempt
         self.node = f"runs/{s.run_id}/node-{s.rank}"
         self.host = socket.gethostname()
-        # Bring-up times for `deepep-a4 run` (deepep_a4/tools/timeline.py), in every status document.
+        # Bring-up times for `deepep-a4 run` (deepep_a4/timeline.py), in every status document.
         self.times: dict[str, str] = {}
 
     def status(self, state: str, **extra: Any) -> None:

@@ -64,7 +64,7 @@ class Settings:
     runner: str = ""
     python: tuple[str, ...] = ()
     test_pythons: tuple[str, ...] = ()
-    image: str = ""  # the VM's boot image (components/gce.py), recorded in what ran
+    image: str = ""  # the VM's boot image (components/gce/fleet.py), recorded in what ran
 
     @staticmethod
     def from_attributes(attrs: dict[str, str]) -> Settings:

@@ -2,7 +2,7 @@
 # deepep-a4 GCE startup script: runs on every boot of every VM of the stack.
 # 1. writes the installer, the benchmark runner and the stage; 2. installs (resumes at the installer's
 # markers, may reboot once); 3. checks gdrdrv (cpu NIC handler); 4. runs the benchmarks (resumes too).
-# components/gce_bench.py puts in front of this file the values below and `write_files`, which
+# components/gce/bench.py puts in front of this file the values below and `write_files`, which
 # writes the node files; per-VM values come from metadata (deepep-rank, ...).
 set -Euo pipefail
 umask 022

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The gIB NCCL plugin DaemonSet's init container (components/gke_gib.py), in Google's plugin image.
+# The gIB NCCL plugin DaemonSet's init container (components/gke/gib.py), in Google's plugin image.
 #
 # Google's NCCL RDMA installer (container-engine-accelerators gpudirect-rdma/nccl-rdma-installer.yaml) runs
 # `/scripts/container_entry.sh install`, then copies /var/lib/gib/lib64 into the driver's

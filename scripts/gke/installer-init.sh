@@ -1,7 +1,7 @@
 #!/bin/bash
 # deepep-a4 installer DaemonSet, init container: copies the rendered installer to the host, runs it there,
 # checks the status file, records the installed version set and labels the node with it.
-# The DaemonSet sets every variable below (components/gke_installer.py); the host is mounted at /host.
+# The DaemonSet sets every variable below (components/gke/installer.py); the host is mounted at /host.
 set -Eeuo pipefail
 : "${VERSIONS_HASH:?}" "${NODE_NAME:?}" "${INSTALL_ROOT:?}" "${STATE_DIR:?}" "${STATUS_FILE:?}"
 : "${INSTALLER_ENTRY:?}" "${EXIT_REBOOT:?}" "${REBOOT_WAIT_SECONDS:?}" "${INSTALLED_LABEL:?}"

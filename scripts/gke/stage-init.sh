@@ -3,7 +3,7 @@
 # verify-staged) in this container against the node's staged root, mounted at the same path, then records the
 # installed version set and labels the node with it. It enters no host namespace: the node image (COS) brings
 # the driver and the RDMA stack, and everything else comes from the artifact store.
-# The DaemonSet sets every variable below (components/gke_stage.py).
+# The DaemonSet sets every variable below (components/gke/stage.py).
 set -Eeuo pipefail
 : "${VERSIONS_HASH:?}" "${NODE_NAME:?}" "${INSTALL_ROOT:?}" "${STATE_DIR:?}" "${STATUS_FILE:?}"
 : "${INSTALLER_ENTRY:?}" "${INSTALLED_LABEL:?}"

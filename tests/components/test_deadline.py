@@ -10,8 +10,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import deadline, gke_deadline
-from deepep_a4.tools import plan_engine
+from components import deadline
+from components.gke import deadline as gke_deadline
+from deepep_a4 import plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 JOB = "gcp:cloudscheduler/job:Job"

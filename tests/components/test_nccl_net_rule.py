@@ -26,9 +26,10 @@ from typing import Any
 
 import pytest
 
-from components import gke_bench, gke_objects
+from components.gke import bench as gke_bench
+from components.gke import objects as gke_objects
 from scripts.bench import bench_env, run_bench
-from tests.components.test_gke_workloads import JOB, Built, build
+from tests.components.gke.test_workloads import JOB, Built, build
 from tests.scripts.test_bench_runner import fake_deepep, run
 
 INTERNAL_PLUGINS = ("IB", "Socket")

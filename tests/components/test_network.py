@@ -65,7 +65,7 @@ def test_router_and_nat_serve_the_host_vpc() -> None:
 
 def test_firewall_is_internal_only_and_ssh_from_iap() -> None:
     result = plan("gke-b200")
-    # The network's own rules (the GKE rendezvous rules: tests/components/test_gke_rendezvous.py).
+    # The network's own rules (the GKE rendezvous rules: tests/components/gke/test_rendezvous.py).
     rules = {r["name"]: r["inputs"] for r in of_type(result, FIREWALL) if r["name"].startswith("a4-")}
     assert set(rules) == {"a4-host-internal", "a4-gvnic-internal", "a4-iap-ssh"}
     assert rules["a4-host-internal"]["sourceRanges"] == ["10.0.0.0/20", "10.4.0.0/14"]

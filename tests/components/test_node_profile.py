@@ -1,7 +1,7 @@
 """nodeProfile: supported (COS / the accelerator image, user space staged from the store) and host-install.
 
 The plans of the example stacks, the config rules of the profiles, and the staged phases run against a stub
-node (tests/components/test_installer.py's Machine) with a local-folder store holding the parts.
+node (tests/components/node/test_installer.py's Machine) with a local-folder store holding the parts.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from components import artifacts, config, gce_startup, installer
+from components import artifacts, config
 from components.config import keys
-from deepep_a4.tools import plan_engine
-from tests.components.test_gke_pod_security import skipped_checks
+from components.gce import startup as gce_startup
+from components.node import installer
+from deepep_a4 import plan_engine
+from tests.components.gke.test_pod_security import skipped_checks
 from tests.conftest import of_type, one, plan, stack_config
 
 GKE, GCE = "gke-b200", "gce-b200"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.components.test_installer import Machine, cfg_of, install
+from tests.components.node.test_installer import Machine, cfg_of, install
 
 IBGDA_CPP = "src/modules/transport/ibgda/ibgda.cpp"
 MEMSET = "memset(&ah_attr, 0, sizeof(ah_attr));"

@@ -18,9 +18,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import pins, store_gate
-from deepep_a4.tools import plan_engine
-from tests.components.test_pins import NVSHMEM, NVSHMEM_URL, Downloads, cfg_of, digest_of
+from components.node import pins, store_gate
+from deepep_a4 import plan_engine
+from tests.components.node.test_pins import NVSHMEM, NVSHMEM_URL, Downloads, cfg_of, digest_of
 from tests.conftest import ROOT, of_type, plan, stack_config
 
 STASH = "pulumi:index:Stash"

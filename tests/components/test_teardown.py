@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from deepep_a4.tools import plan_engine
+from deepep_a4 import plan_engine
 from tests.conftest import stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ DESTROYABLE: dict[str, tuple[str, Callable[[Inputs], bool]]] = {
     "gcp:serviceaccount/account:Account": ("plain delete", always),
     "gcp:projects/iAMMember:IAMMember": ("removes only its own binding", always),
     # Soft-deleted for 7 days; the id carries the deadline's hash, so the next `up` never needs it back
-    # (components/gke_deadline.py role_id).
+    # (components/gke/deadline.py role_id).
     "gcp:projects/iAMCustomRole:IAMCustomRole": ("deleted (soft, 7 days) after the grant that names it", always),
     "gcp:storage/bucket:Bucket": (
         "force_destroy empties it on delete; no soft-deleted copies stay",
@@ -209,5 +209,5 @@ def test_the_artifact_store_is_the_one_exception_and_not_in_a_benchmark_stack() 
         assert store and {r["type"] for r in store} == {"gcp:storage/bucketIAMMember:BucketIAMMember"}
         buckets = [r["inputs"]["name"] for r in result.resources if r["type"] == "gcp:storage/bucket:Bucket"]
         assert "deepep-a4-demo-artifacts" not in buckets
-    program = (ROOT / "store/__main__.py").read_text() + (ROOT / "components/store.py").read_text()
+    program = (ROOT / "store/__main__.py").read_text() + (ROOT / "components/node/store.py").read_text()
     assert "protect=True" in program

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.tools import bringup_table as bt
-from deepep_a4.tools import timeline
+from deepep_a4 import bringup_table as bt
+from deepep_a4 import timeline
 
 T0 = dt.datetime(2026, 11, 25, 18, 0, tzinfo=dt.UTC)
 
@@ -27,7 +27,7 @@ def test_every_row_loads_and_today_s_profile_exists_on_both_platforms() -> None:
 def quoted_seconds(source: str, root: Path = ROOT) -> list[float]:
     """The seconds a measured row's committed files say. An installer status file: "FILE" sums every phase,
     "FILE (phases a, b)" only those (one value per file). A run's timeline.json (`deepep-a4 run`,
-    deepep_a4/tools/timeline.py): "FILE (seconds createdToReady)" is that duration of every node that
+    deepep_a4/timeline.py): "FILE (seconds createdToReady)" is that duration of every node that
     recorded it, "(seconds a, b)" their sum (one value per node)."""
     values: list[float] = []
     for path, what, only in re.findall(r"(tests/fixtures/\S+\.json)(?: \((phases|seconds) ([A-Za-z, -]+)\))?", source):
@@ -112,7 +112,7 @@ def test_the_docs_table_is_the_yaml() -> None:
     text = (ROOT / "docs" / "installer.md").read_text()
     section = text.split("## Bring-up time\n", 1)[1].split("\n## ", 1)[0]
     table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
-    assert table == bt.markdown(), "paste `.venv/bin/python -m deepep_a4.tools.bringup_table` into docs/installer.md"
+    assert table == bt.markdown(), "paste `.venv/bin/python -m deepep_a4.bringup_table` into docs/installer.md"
 
 
 @pytest.mark.parametrize("profile", ["host-install", "supported"])

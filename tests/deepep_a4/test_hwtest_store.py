@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from components.config import upstream
+from deepep_a4 import store as store_tool
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import store as store_tool
 from tests.conftest import ROOT
 
 HW = ROOT / "tests/fixtures/install/hw"

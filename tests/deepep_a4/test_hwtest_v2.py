@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from components.config import upstream, versions
-from deepep_a4.tools import hwtest
+from deepep_a4 import hwtest
 
 
 def test_v2_renders_its_ref_its_nccl_and_its_tests(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.tools import plan, plan_engine
+from deepep_a4 import plan, plan_engine
 from tests.conftest import PlanCommand
 
-PLAN = [sys.executable, "-m", "deepep_a4.tools.plan"]
+PLAN = [sys.executable, "-m", "deepep_a4.plan"]
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
@@ -22,7 +22,7 @@ def run_plan(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("stack", plan_engine.available_stacks())
 def test_plan_of_every_stack_writes_plan_json(stack: str, tmp_path: Path, plan_command: PlanCommand) -> None:
     out = tmp_path / "plan"
-    proc, elapsed = plan_command("deepep_a4.tools.plan", "--stack", stack, out=out)
+    proc, elapsed = plan_command("deepep_a4.plan", "--stack", stack, out=out)
     assert proc.returncode == 0, proc.stderr
     assert elapsed < 30, f"plan of {stack} took {elapsed:.1f}s"
     doc = json.loads((out / "plan.json").read_text())
@@ -36,7 +36,7 @@ def test_plan_of_every_stack_writes_plan_json(stack: str, tmp_path: Path, plan_c
 
 
 def test_gke_plan_shows_roce_vpc_eight_subnets_gvnic_vpcs_router_nat(tmp_path: Path, plan_command: PlanCommand) -> None:
-    proc, _ = plan_command("deepep_a4.tools.plan", "--stack", "gke-b200", out=tmp_path)
+    proc, _ = plan_command("deepep_a4.plan", "--stack", "gke-b200", out=tmp_path)
     assert proc.returncode == 0, proc.stderr
     resources = json.loads((tmp_path / "plan.json").read_text())["resources"]
     networks = {r["name"]: r["inputs"] for r in resources if r["type"] == "gcp:compute/network:Network"}
@@ -55,7 +55,7 @@ def test_gke_plan_shows_roce_vpc_eight_subnets_gvnic_vpcs_router_nat(tmp_path: P
 
 
 def test_plan_inputs_are_camel_case(tmp_path: Path, plan_command: PlanCommand) -> None:
-    assert plan_command("deepep_a4.tools.plan", "--stack", "gke-b200", out=tmp_path)[0].returncode == 0
+    assert plan_command("deepep_a4.plan", "--stack", "gke-b200", out=tmp_path)[0].returncode == 0
     resources = json.loads((tmp_path / "plan.json").read_text())["resources"]
     subnet = next(r for r in resources if r["name"] == "a4-host" and r["type"].endswith("Subnetwork"))
     assert "ipCidrRange" in subnet["inputs"]
@@ -96,7 +96,7 @@ def test_unknown_stack_exits_2_and_lists_stacks(tmp_path: Path) -> None:
 
 
 def test_failed_program_leaves_no_half_written_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deepep_a4.tools import plan
+    from deepep_a4 import plan
 
     out = tmp_path / "plan"
     out.mkdir()

@@ -75,7 +75,7 @@ def test_a_key_outside_config_is_refused_by_the_plan_and_by_the_program_at_up(tm
 
     import pulumi
 
-    from deepep_a4.tools import plan_engine
+    from deepep_a4 import plan_engine
     from tests.conftest import stack_config
 
     root = project(tmp_path, GKE, {}, extra_lines=f"{NS}ttl: 4h\n")  # written at the left margin, outside config:

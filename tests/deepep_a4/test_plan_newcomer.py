@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4 import stackfile
-from deepep_a4.tools import cost, plan_engine
-from deepep_a4.tools import plan as plan_tool
+from deepep_a4 import cost, plan_engine, stackfile
+from deepep_a4 import plan as plan_tool
 from tests.conftest import ROOT, stack_config
 
 

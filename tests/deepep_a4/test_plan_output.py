@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from deepep_a4.tools import plan, plan_engine
+from deepep_a4 import plan, plan_engine
 
 
 def test_a_folder_with_other_files_is_refused_and_left_alone(
@@ -72,7 +72,7 @@ def test_a_stack_file_whose_config_is_not_a_mapping_says_so(
 def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
     flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from deepep_a4.tools import run_benchmark
+    from deepep_a4 import run_benchmark
 
     def never(*_: object) -> Any:
         raise AssertionError("nothing may be created for a bad argument")
@@ -82,7 +82,7 @@ def test_run_benchmark_refuses_a_wait_that_is_not_positive_before_anything_runs(
 
 
 def test_printout_counts_the_files_written_shows_what_is_installed_and_flags_the_placeholder(tmp_path: Path) -> None:
-    from deepep_a4.tools import plan as plan_tool
+    from deepep_a4 import plan as plan_tool
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -102,7 +102,7 @@ def test_printout_counts_the_files_written_shows_what_is_installed_and_flags_the
 
 
 def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> None:
-    from deepep_a4.tools import plan as plan_tool
+    from deepep_a4 import plan as plan_tool
 
     with contextlib.redirect_stdout(io.StringIO()):
         assert plan_tool.main(["--stack", "gke-b200", "--out", str(tmp_path / "p"), "--quiet"]) == 0
@@ -113,8 +113,10 @@ def test_kubernetes_manifests_are_numbered_in_apply_order(tmp_path: Path) -> Non
 
 
 def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platform_installs() -> None:
-    from components import config, gke_gib, installer
+    from components import config
     from components.config import keys
+    from components.gke import gib as gke_gib
+    from components.node import installer
     from tests.conftest import stack_config
 
     accel = "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
@@ -158,8 +160,8 @@ def test_an_out_folder_that_cannot_be_created_is_refused_before_the_plan_runs(
 def test_the_plan_marks_made_up_values_as_stand_ins_and_states_deadline_and_bring_up(
     stack: str, made_up: str, tmp_path: Path
 ) -> None:
-    from deepep_a4.tools import plan as plan_tool
-    from deepep_a4.tools import plan_engine as engine
+    from deepep_a4 import plan as plan_tool
+    from deepep_a4 import plan_engine as engine
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -181,7 +183,7 @@ def test_the_plan_marks_made_up_values_as_stand_ins_and_states_deadline_and_brin
 
 
 def test_only_mock_made_values_are_stand_ins() -> None:
-    from deepep_a4.tools import plan_engine as engine
+    from deepep_a4 import plan_engine as engine
 
     assert engine.is_stand_in(engine.MOCK_ENGINE_VERSIONS["defaultClusterVersion"])
     assert engine.is_stand_in({"image": f"projects/x/global/images/{next(iter(engine.MOCK_IMAGES.values()))}"})

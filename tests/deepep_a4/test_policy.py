@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components import gke_objects
+from components.gke import objects as gke_objects
+from deepep_a4 import plan_engine
 from deepep_a4.policy import rules
-from deepep_a4.tools import plan_engine
 from tests.conftest import plan
 
 # -- fixtures ------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from deepep_a4 import plan_engine
 from deepep_a4.policy import powers, rules, trust
-from deepep_a4.tools import plan_engine
 from tests.conftest import plan, stack_config
 from tests.deepep_a4 import test_policy_trust
 

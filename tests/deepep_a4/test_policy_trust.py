@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from deepep_a4 import plan_engine
 from deepep_a4.policy import rules, trust
-from deepep_a4.tools import plan_engine
 from tests.conftest import plan, stack_config
 
 DIGEST = "ubuntu:24.04@sha256:" + "ab" * 32

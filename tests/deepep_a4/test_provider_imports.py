@@ -1,4 +1,4 @@
-"""The offline plan imports only the provider modules the program uses (deepep_a4/tools/provider_imports.py).
+"""The offline plan imports only the provider modules the program uses (deepep_a4/provider_imports.py).
 
 Python's rule for `from .module import *` in a package's `__init__.py` (docs.python.org/3/reference/
 simple_stmts.html#the-import-statement): the names bound are those of the module's `__all__`, in statement
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deepep_a4.tools import plan, plan_engine, provider_imports
+from deepep_a4 import plan, plan_engine, provider_imports
 from tests.conftest import ROOT
 from tests.conftest import plan as run_plan
 
@@ -26,7 +26,7 @@ from tests.conftest import plan as run_plan
 CHECK_INDEX = """
 import importlib, json, sys
 from pathlib import Path
-from deepep_a4.tools import provider_imports as p
+from deepep_a4 import provider_imports as p
 p.install()
 report = {}
 for name in sys.argv[1:]:

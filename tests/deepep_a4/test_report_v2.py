@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deepep_a4.tools import report
-from deepep_a4.tools.report import baselines as bl
+from deepep_a4 import report
+from deepep_a4.report import baselines as bl
 from tests.conftest import ROOT
 
 BENCH = ROOT / "tests/fixtures/bench"

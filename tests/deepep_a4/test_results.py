@@ -14,13 +14,13 @@ import click
 import pytest
 
 from components import config
-from deepep_a4.tools import report as results
-from deepep_a4.tools.report import baselines as bl
-from deepep_a4.tools.report import sources as report_sources
+from deepep_a4 import report as results
+from deepep_a4.report import baselines as bl
+from deepep_a4.report import sources as report_sources
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "bench"
-RESULTS = [sys.executable, "-m", "deepep_a4.tools.report"]
+RESULTS = [sys.executable, "-m", "deepep_a4.report"]
 
 
 def report_of(*paths: Path, ratio: float = 0.5) -> results.Report:
@@ -159,7 +159,7 @@ class FakeCoreV1:
 
 
 def test_kubernetes_source_reads_every_benchmark_pod() -> None:
-    from components import gke_objects
+    from components.gke import objects as gke_objects
 
     api = FakeCoreV1(
         {
@@ -655,7 +655,7 @@ def test_what_ran_is_in_the_report_and_unknown_where_nothing_said() -> None:
 def test_the_kubernetes_source_takes_the_image_digest_from_the_pod_status() -> None:
     api = FakeCoreV1({"deepep-intranode-0-abcde": until_low_latency(H200_LOG)})
     pods = api.list_namespaced_pod("deepep-a4", "x").items
-    from components import gke_objects
+    from components.gke import objects as gke_objects
 
     status = SimpleNamespace(name=gke_objects.BENCH_CONTAINER, image_id="docker.io/library/ubuntu@sha256:0123")
     pods[0].status.container_statuses = [status]
@@ -696,8 +696,8 @@ def test_outside_reference_band_is_shown_with_its_source_and_never_gated() -> No
 )
 def test_the_tests_table_points_to_reasons_as_benchmarks_md_says(problems: list[str], pointer: bool) -> None:
     # docs/benchmarks.md: more than two reasons, or reasons longer than 240 characters together.
-    from deepep_a4.tools.report import writers
-    from deepep_a4.tools.report.runs import Run
+    from deepep_a4.report import writers
+    from deepep_a4.report.runs import Run
 
     run = Run("pod", "intranode", "failed", problems, [], 8, 1)
     assert writers._short_reasons(run).endswith("see [Reasons](#reasons)") is pointer

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from deepep_a4 import run_benchmark as rb
 from deepep_a4 import stackfile
-from deepep_a4.tools import run_benchmark as rb
-from deepep_a4.tools.timeline import NodeTimeline
+from deepep_a4.timeline import NodeTimeline
 
 OUTPUTS = {"resultsUrl": "gs://bucket/runs/r1", "benchNamespace": "deepep-a4"}
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from deepep_a4 import run_platforms
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import run_platforms
 
 
 class FakeAutoStack:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from deepep_a4.tools import run_benchmark as rb
-from deepep_a4.tools import run_platforms, run_preflight
+from deepep_a4 import run_benchmark as rb
+from deepep_a4 import run_platforms, run_preflight
 from tests.conftest import ROOT
 from tests.deepep_a4.test_run_benchmark import FakeProbe, ready
 

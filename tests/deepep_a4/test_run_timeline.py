@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k
 
-from components import gke_objects
-from deepep_a4.tools import bringup_table, run_platforms
-from deepep_a4.tools import run_benchmark as rb
-from deepep_a4.tools.timeline import NodeTimeline
+from components.gke import objects as gke_objects
+from deepep_a4 import bringup_table, run_platforms
+from deepep_a4 import run_benchmark as rb
+from deepep_a4.timeline import NodeTimeline
 from tests.deepep_a4.test_run_benchmark import OUTPUTS, REPORT_DIR, FakeProbe, ready, run
 from tests.deepep_a4.test_timeline import INSTANCE, LOG_A, at, node, pod, terminated
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from components import config
-from deepep_a4 import stackfile
-from deepep_a4.tools import plan
+from deepep_a4 import plan, stackfile
 
 
 def project(tmp_path: Path, body: str, stack: str = "t") -> Path:

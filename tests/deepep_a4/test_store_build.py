@@ -1,5 +1,5 @@
 """`deepep-a4 store build` (docs/store.md): the stack's installer, rendered for the build phases, runs where
-the container would (here: the stub machine of tests/components/test_installer.py), publishes create-only
+the container would (here: the stub machine of tests/components/node/test_installer.py), publishes create-only
 with a manifest, and a node of the stack that pins the manifest takes exactly those objects and nothing
 else."""
 
@@ -19,10 +19,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from components import artifacts, config, installer, staging
+from components import artifacts, config
+from components.node import installer, staging
+from deepep_a4 import store, store_build, store_remote
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import store, store_build, store_remote
-from tests.components.test_installer import Machine, cfg_of
+from tests.components.node.test_installer import Machine, cfg_of
 from tests.conftest import ROOT
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))

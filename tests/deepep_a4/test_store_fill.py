@@ -1,4 +1,4 @@
-"""`deepep-a4 run` with a store and no pinned manifest (deepep_a4/tools/store_fill.py, docs/store.md): it asks
+"""`deepep-a4 run` with a store and no pinned manifest (deepep_a4/store_fill.py, docs/store.md): it asks
 (or takes --build-store), builds, shows the manifest, pins it through the stack's config, then goes on to `up`."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import click
 import pytest
 
 from components import config
-from deepep_a4 import stackfile
-from deepep_a4.tools import run_benchmark as rb
-from deepep_a4.tools import store_fill
+from deepep_a4 import run_benchmark as rb
+from deepep_a4 import stackfile, store_fill
 from tests.conftest import ROOT
 from tests.deepep_a4.test_run_benchmark import FakeProbe, FakeStack, ready, run
 

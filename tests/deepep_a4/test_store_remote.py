@@ -1,4 +1,4 @@
-"""`deepep-a4 store build --remote` (deepep_a4/tools/store_remote.py, docs/store.md): the Cloud Build request as
+"""`deepep-a4 store build --remote` (deepep_a4/store_remote.py, docs/store.md): the Cloud Build request as
 the client library's own messages, its digest-checked source, the publish step against the local publisher,
 the log stream and the choice of remote vs local."""
 
@@ -22,10 +22,11 @@ from click.testing import CliRunner
 from google.cloud.devtools import cloudbuild_v1 as cb
 from google.protobuf import json_format
 
-from components import config, staging
+from components import config
+from components.node import staging
+from deepep_a4 import store, store_build, store_estimate, store_remote
 from deepep_a4.cli import main as cli
-from deepep_a4.tools import store, store_build, store_estimate, store_remote
-from tests.components.test_installer import cfg_of
+from tests.components.node.test_installer import cfg_of
 from tests.conftest import ROOT
 from tests.deepep_a4.test_store import FakeGcs, gcs  # noqa: F401  (a fake of Cloud Storage's JSON API)
 from tests.deepep_a4.test_store_build import Built, built  # noqa: F401  (the local build, as a fixture)

@@ -1,4 +1,4 @@
-"""Bring-up times per node (deepep_a4/tools/timeline.py) from what GKE and GCE report, offline.
+"""Bring-up times per node (deepep_a4/timeline.py) from what GKE and GCE report, offline.
 
 The Kubernetes objects are built with the kubernetes client's own models (kubernetes==37.0.2:
 kubernetes/client/models/v1_node.py, v1_node_condition.py, v1_pod.py, v1_container_status.py,
@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k
 
-from deepep_a4.tools import timeline as tl
-from deepep_a4.tools.bringup_table import Expected
+from deepep_a4 import timeline as tl
+from deepep_a4.bringup_table import Expected
 
 UTC = dt.UTC
 
@@ -74,7 +74,7 @@ def as_json(obj: Any) -> dict[str, Any]:
     return doc
 
 
-# The kubelet's RFC3339Nano prefix; the bench container's first line is the wrapper's (components/gke_bench.py).
+# The kubelet's RFC3339Nano prefix; the bench container's first line is the wrapper's (components/gke/bench.py).
 LOG_A = (
     "2026-11-25T18:04:10.250000000Z [runner] env sourced /home/kubernetes/bin/deepep/unified-env.sh\n"
     "2026-11-25T18:04:11.000000000Z [runner] start "

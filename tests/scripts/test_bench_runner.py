@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from components import config
-from deepep_a4.tools import plan_engine
+from deepep_a4 import plan_engine
 from scripts.bench import preflight, run_bench
 from tests.conftest import ROOT
 
@@ -324,8 +324,8 @@ def test_settings_contract_round_trips_and_names_a_bad_variable() -> None:
 
 
 def test_bench_repeats_of_a_stack_reach_the_runner_and_share_its_bounds() -> None:
-    from components import gce_bench
     from components.config import rules
+    from components.gce import bench as gce_bench
     from scripts.bench.settings import MAX_REPEATS
     from tests.conftest import stack_config
 
@@ -337,7 +337,8 @@ def test_bench_repeats_of_a_stack_reach_the_runner_and_share_its_bounds() -> Non
 
 
 def test_both_platforms_hand_the_runner_the_same_settings() -> None:
-    from components import gce_bench, gke_bench
+    from components.gce import bench as gce_bench
+    from components.gke import bench as gke_bench
     from tests.conftest import stack_config
 
     cfg = config.parse(plan_engine.project_keys(stack_config("gke-b200", intranodeTokens="2048")), "gke-b200")
@@ -472,7 +473,8 @@ def test_repeats_outside_1_to_10_is_a_usage_error(tmp_path: Path, deepep: Path, 
 
 def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Path, deepep: Path) -> None:
     """DEEPEP_ROOT (the env file exports it) holds the rendered config.sh and the installer's status.json."""
-    from components import artifacts, installer
+    from components import artifacts
+    from components.node import installer
     from scripts.bench.what_ran import what_ran
     from tests.conftest import stack_config
 
@@ -523,7 +525,7 @@ def test_what_ran_comes_from_the_installers_files_and_the_checkout(tmp_path: Pat
 
 def test_a_two_node_internode_run_with_its_evidence_passes_the_report(tmp_path: Path) -> None:
     """Runner to report: both pods of the Indexed Job record IBGDA and traffic on all eight NICs."""
-    from deepep_a4.tools import report
+    from deepep_a4 import report
 
     send = (
         "from pathlib import Path\nimport os\n"

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from components import config, gce, gce_bench
-from deepep_a4.tools import plan_engine
+from components import config
+from components.gce import bench as gce_bench
+from components.gce import fleet as gce
+from deepep_a4 import plan_engine
 from tests.conftest import ROOT, stack_config
 
 STAGE = ROOT / "scripts" / "gce" / "bench_stage.py"
@@ -315,7 +317,7 @@ def test_results_py_reads_the_bucket_through_gs_source(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "deepep_a4.tools.report", "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
+        [sys.executable, "-m", "deepep_a4.report", "gs://bkt/runs/run1", "--out", str(out), "--no-plots"],
         env=env,
         capture_output=True,
         text=True,
@@ -353,7 +355,7 @@ def test_on_gce_vm_asks_name_resolution_only() -> None:
 
 def test_the_vms_status_carries_its_bring_up_times_and_keeps_the_first(tmp_path: Path, env: dict[str, str]) -> None:
     """installerReady: the installer's status.json `updated` once ready; firstBenchmarkLine: the runner's
-    `started` of the first test. `deepep-a4 run` reads both (deepep_a4/tools/timeline.py)."""
+    `started` of the first test. `deepep-a4 run` reads both (deepep_a4/timeline.py)."""
     status = Path(env["DEEPEP_INSTALL_STATUS"])
     status.parent.mkdir()
     status.write_text(json.dumps({"ready": True, "updated": "2026-11-25T18:03:00Z", "phase": None, "phases": {}}))

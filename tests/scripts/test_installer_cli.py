@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components import artifacts, config, installer
-from deepep_a4.tools import plan_engine
+from components import artifacts, config
+from components.node import installer
+from deepep_a4 import plan_engine
 from tests.conftest import stack_config
 
 

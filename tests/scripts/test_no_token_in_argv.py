@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4.tools import plan_engine
+from deepep_a4 import plan_engine
 from tests.conftest import ROOT, plan
 from tests.deepep_a4.test_store import FakeGcs, sh
 

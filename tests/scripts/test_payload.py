@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components import installer
+from components.node import installer
 from scripts import payload
 
 

@@ -1,7 +1,7 @@
 """The staged user space end to end on a stub machine: the store builder's real pack-userspace phase packs what
 the build phases left at the staged root, `store build`'s publish copies it with a manifest, and a fresh node
 (the same root, emptied) stages it with the real stage and verify-staged phases, taking only what the manifest
-pins (components/staging.py, scripts/install/phases/13-stage.sh, 14-verify-staged.sh, 15-pack-userspace.sh).
+pins (components/node/staging.py, scripts/install/phases/13-stage.sh, 14-verify-staged.sh, 15-pack-userspace.sh).
 
 The libraries are gcc-built stand-ins with the sonames and layout of Ubuntu 24.04's rdma-core packages
 (libibverbs1, ibverbs-providers, librdmacm1t64: lib/libibverbs.so.1, libmlx5.so.1, librdmacm.so.1,
@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from components import config, installer, staging
-from deepep_a4.tools import plan_engine, store, store_build
-from tests.components.test_installer import Machine
+from components import config
+from components.node import installer, staging
+from deepep_a4 import plan_engine, store, store_build
+from tests.components.node.test_installer import Machine
 from tests.conftest import stack_config
 from tests.deepep_a4.test_store import FakeGcs
 

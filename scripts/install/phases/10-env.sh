@@ -113,7 +113,7 @@ ENV
   if [[ ${DEEPEP_API:-v1} == v2 ]]; then
     # DeepEP V2 compiles its kernels at first use into EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp; default
     # $HOME/.deep_ep, per pod): one folder on the node's root, so they compile once per node. The GKE
-    # benchmark pods mount it writable (components/gke_bench.py); the rest of the root stays read-only.
+    # benchmark pods mount it writable (components/gke/bench.py); the rest of the root stays read-only.
     mkdir -p "$R/deepep-jit" && chmod 0777 "$R/deepep-jit"
     cat >>"$ENV_FILE.tmp" <<ENV
 # DeepEP V2: JIT kernel cache on the install root, and the venv's one NCCL ($NCCL_VERSION) it compiles against.

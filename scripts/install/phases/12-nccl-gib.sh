@@ -5,7 +5,7 @@
 # (through its ar+https transport), pinned to the Slurm blueprint's version and held. It lands in
 # /usr/local/gib; as in the Slurm blueprint, nothing adds it to ld.so.conf: the benchmark runner puts
 # /usr/local/gib/lib64 on the tests' LD_LIBRARY_PATH (scripts/bench/bench_env.py), so no other process on the
-# VM loads it. On GKE the gIB DaemonSet installs the plugin (components/gke_gib.py); ncclGib=false skips it.
+# VM loads it. On GKE the gIB DaemonSet installs the plugin (components/gke/gib.py); ncclGib=false skips it.
 # NCCL uses it; verify does not (NVSHMEM), hence its place after verify.
 
 phase_inputs() {

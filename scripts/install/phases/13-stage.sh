@@ -2,7 +2,7 @@
 # Phase stage (nodeProfile=supported): the user space from the artifact store, unpacked under R, nothing else.
 # The node image brings the kernel, the NVIDIA driver and the in-kernel mlx5 driver; this phase enters no host
 # namespace, installs no package, loads no kernel module and runs no interpreter of the host
-# (components/staging.py names the parts). Only objects the stack's store manifest pins are taken.
+# (components/node/staging.py names the parts). Only objects the stack's store manifest pins are taken.
 
 phase_inputs() {
   echo "root=$R parts=$STAGE_PARTS manifest=$STORE_MANIFEST"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
 # Phase pack-userspace: the store builder's last phase for a nodeProfile=supported stack (`deepep-a4 store
 # build`, the hardware test); it never ships to a node. It packs what the phases before it made at the staged
-# root R into the parts the nodes stage (components/staging.py) and publishes each under the name
+# root R into the parts the nodes stage (components/node/staging.py) and publishes each under the name
 # STAGE_OBJECTS gives it, into the builder's own local store; the builder then lists them in the manifest.
 
 # Where the build image's rdma-core lies (Ubuntu's multiarch folder); SYS prefixes it in the tests.
@@ -24,7 +24,7 @@ pack_rdma_core() {
   fi
   got="$(installed_version libibverbs1)"
   if [[ $RDMA_CORE_VERSION != installed && $got != "$RDMA_CORE_VERSION"* ]]; then
-    die "the build image has rdma-core ${got:-(none)}, but the part's key says $RDMA_CORE_VERSION (components/staging.py RDMA_CORE_VERSION): use the pinned Ubuntu 24.04 image"
+    die "the build image has rdma-core ${got:-(none)}, but the part's key says $RDMA_CORE_VERSION (components/node/staging.py RDMA_CORE_VERSION): use the pinned Ubuntu 24.04 image"
   fi
   mkdir -p "$dest/lib/libibverbs"
   for lib in "${RDMA_LIBS[@]}"; do

@@ -11,7 +11,7 @@ import yaml
 from components import config
 from components.config import keys, upstream, versions
 from components.config.model import VersionOverride
-from deepep_a4.tools import plan_engine
+from deepep_a4 import plan_engine
 from tests.conftest import ROOT, stack_config
 
 # The rules below are the host-install profile's (the field reports' path); the supported profile's own rules and
@@ -291,7 +291,7 @@ def test_every_stack_file_validates(stack: str) -> None:
 def test_stacks_carry_the_seed_versions() -> None:
     gke = config.parse(plan_engine.project_keys(plan_engine.read_stack_config("gke-b200-ubuntu")), "gke-b200-ubuntu")
     assert gke.platform == "gke"
-    # No pinned GKE version: the release channel's is chosen at deploy (tests/components/test_gke.py).
+    # No pinned GKE version: the release channel's is chosen at deploy (tests/components/gke/test_platform.py).
     assert gke.gke.version == ""
     # The field report's NVSHMEM 3.2.5 went with the DeepEP main of its day; a pinned v1.2.1 needs 3.3.9-3.3.19.
     assert (gke.versions.doca_ofed, gke.versions.nvshmem, gke.versions.gdrcopy) == ("3.0.0", "3.3.9", "2.5.1")
@@ -398,7 +398,7 @@ def test_a_bad_override_is_one_problem(value: str, key: str, fragment: str) -> N
 
 
 def test_the_installer_fetches_the_override_url_and_checks_its_digest() -> None:
-    from components import installer
+    from components.node import installer
 
     url = f"{versions.DOCA_REPO_BASE}/3.3.0/ubuntu24.04/x86_64/GPG-KEY-Mellanox.pub"
     raw = {**VALID, "docaOfedVersion": "3.3.0", "versionOverrides": _override("docaOfed", "3.3.0", url)}

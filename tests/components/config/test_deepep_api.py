@@ -97,7 +97,7 @@ def test_other_combinations_are_refused_with_one_line(raw: dict[str, Any], key: 
 
 
 def test_v2_names_itself_and_its_nccl_in_the_staged_parts_and_v1_keys_stay() -> None:
-    from components import staging
+    from components.node import staging
 
     supported = {"nodeProfile": "supported"}
     v1, v2 = _parse(**supported), _parse(deepepApi="v2", **supported)
@@ -111,7 +111,7 @@ def test_v2_names_itself_and_its_nccl_in_the_staged_parts_and_v1_keys_stay() -> 
 
 def test_the_elastic_pod_mounts_the_jit_cache_writable_over_the_read_only_root() -> None:
     # V2 compiles kernels into EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp); the env file points it at <root>/deepep-jit.
-    from components import gke_bench
+    from components.gke import bench as gke_bench
 
     cfg = _parse(deepepApi="v2", nodeProfile="supported", benchmarks=["intranode", "elastic"])
     spec = gke_bench.bench_pod_spec(cfg, "elastic", "runner-cm", "hash")

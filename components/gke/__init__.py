@@ -1,0 +1,1 @@
+"""The GKE platform: cluster, node pools, multi-network, workloads, gIB, staging, deadline, pod security."""

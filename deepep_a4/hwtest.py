@@ -1,0 +1,370 @@
+"""`deepep-a4 hwtest`: the node installer for a GPU machine that is not an A4 (docs/store.md).
+
+    .venv/bin/deepep-a4 hwtest --out /tmp/hwtest --nvshmem-version 3.5.1       here: render
+    bash /tmp/hwtest/hwtest.sh --store /srv/deepep-store                      there: run (as root)
+
+The machine: an H100 or H200 (sm_90) with Ubuntu, CUDA and PyTorch already installed, no internet and no
+RDMA NICs. The installer that runs there is the real one (run.sh, lib.sh, store.sh and the phase scripts,
+byte for byte) with a profile instead of a stack: GDRCopy's library, NVSHMEM from source (or the pip wheel
+PyTorch brought), the machine's PyTorch copied into a standalone venv and stored as the PyTorch environment
+artifact (restored at another path by later runs), DeepEP built for the machine's arch, the env file and
+verify without NIC checks. The phases
+that change the machine itself (DOCA-OFED, driver, peer mapping, CUDA from apt, the reboot) are not
+shipped at all, and the status file lists them with the reason (`leftOut`). Sources come from the store
+only (`deepep-a4 store fill --from DIR --store DIR`); built artifacts are published there, so a second run
+with an empty install root measures the warm path. With 2 or more GPUs, hwtest.sh then runs DeepEP's
+intranode and low-latency tests through the installed environment and parses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+
+import click
+
+from components.config import StackConfig, upstream, versions
+from components.node import installer, staging
+from scripts import payload
+
+# The stack whose options the profile starts from; the profile then replaces what the machine decides.
+BASE_STACK = "gce-b200"
+PHASES = ("preflight", "gdrcopy", "nvshmem", "pytorch", "deepep", "env", "verify")
+LEFT_OUT = {
+    "doca-ofed": "no RDMA NICs here; DOCA-OFED replaces the host's RDMA stack and needs a reboot",
+    "nvidia-driver": "the machine's driver is in use; installing one needs the node's own image and a reboot",
+    "peermapping": "a driver registry option that takes effect only after a reboot",
+    "cuda": "CUDA is installed on the machine; the phase installs it from NVIDIA's apt repository",
+}
+HWTEST_SH = "hwtest.sh"
+# nodeProfile=supported: the store builder's phases (ending with pack-userspace), then a node's (stage, verify-staged)
+# at the same root, emptied in between: what a COS node or an accelerator-image VM runs, from the same store.
+BUILD_PHASES = ("preflight", "gdrcopy", "nvshmem", "pytorch", "deepep", "pack-userspace")
+NODE_PHASES = installer.STAGED_PHASES
+NODE_LEFT_OUT = "the staged node takes the user space from the store; the builder run before it made it"
+
+
+def v2_values(nccl: str, cuda: str) -> dict[str, object]:
+    """DeepEP V2's installer values on this machine: the NCCL wheel of its CUDA major (cu13 for CUDA 13.0), taken
+    from the store only (no internet), which replaces the machine's PyTorch NCCL in the copied venv."""
+    variant = f"cu{cuda.replace('.', '')}"
+    package, wheel, _ = versions.nccl_wheel(nccl, variant)
+    return {
+        "DEEPEP_API": "v2",
+        "NCCL_VERSION": nccl,
+        "NCCL_WHEEL": package,
+        "NCCL_WHEEL_FILE": wheel,
+        "NCCL_WHEEL_URL": "store-only",
+        "DEEPEP_FMT_COMMIT": upstream.DEEPEP_V2_FMT,
+    }
+
+
+def profile(
+    nvshmem: str,
+    deepep_ref: str,
+    cuda: str,
+    arch: str,
+    root: str,
+    python: str,
+    nvshmem_source: str = "source",
+    nccl: str = "",
+) -> installer.Profile:
+    """`nccl`: DeepEP V2 (deepepApi=v2) with this NCCL wheel; empty for V1."""
+    commit = installer.deepep_commit(deepep_ref)
+    return installer.Profile(
+        target="hwtest",
+        root=root,
+        phases=PHASES,
+        left_out=LEFT_OUT,
+        values={
+            "DEEPEP_STACK": "hwtest",
+            "CUDA_VERSION": cuda,
+            "CUDA_ARCH": arch,
+            "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}",
+            "NVSHMEM_VERSION": nvshmem,
+            "NVSHMEM_SOURCE": nvshmem_source,
+            "NVSHMEM_SRC_URL": "store-only",
+            "DEEPEP_REF": deepep_ref,
+            "DEEPEP_COMMIT": commit,
+            # PR #466 is fetched from GitHub's pull refs, which source mirrors do not carry.
+            "DEEPEP_PR466": False,
+            "TORCH_VERSION": "installed",
+            "BASE_PYTHON": python,
+            "NODE_PROFILE": "host-install",
+            "GPU_MODEL": "",
+            "GPU_DEVICE_IDS": "",
+            "EXPECTED_GPUS": 0,
+            "EXPECTED_NICS": 0,
+            "HAS_RDMA_NICS": False,
+            "INSTALL_DRIVER": False,
+            "USE_DOCA_OFED": False,
+            "ALLOW_REBOOT": False,
+            "GDRCOPY_KERNEL_MODULE": False,
+            "STORE_URL": "",
+            "STORE_PUBLISH": True,
+            "STORE_ONLY": True,
+            # Its store is a local folder of the user's own files and builds: no stack manifest to pin them.
+            "STORE_TRUST_PUBLISHED": True,
+        }
+        | (v2_values(nccl, cuda) if nccl else {}),
+        # Sources from a mirror, not the archives whose digests are published: the store's own digests hold.
+        checksums={},
+    )
+
+
+def staged_profiles(
+    cfg: StackConfig, prof: installer.Profile, nvshmem: str, nvshmem_source: str, deepep_ref: str
+) -> tuple[installer.Profile, installer.Profile]:
+    """The builder and the node of nodeProfile=supported, from the host-install profile `prof`: the parts'
+    keys from this machine's versions (PyTorch "installed") and root."""
+    v = dataclasses.replace(
+        cfg.versions, nvshmem=nvshmem, nvshmem_source=nvshmem_source, torch="installed", deepep_ref=deepep_ref
+    )
+    objects = staging.objects(dataclasses.replace(cfg, versions=v), "gce", prof.root)
+    values = {**prof.values, "NODE_PROFILE": "supported", "RDMA_CORE_VERSION": "installed"}
+    build = dataclasses.replace(
+        prof,
+        phases=BUILD_PHASES,
+        left_out={**prof.left_out, **{p: NODE_LEFT_OUT for p in ("env", "verify")}},
+        values=values,
+        stage_objects=objects,
+    )
+    left = {p: NODE_LEFT_OUT for p in (*PHASES, "pack-userspace") if p not in NODE_PHASES}
+    node = dataclasses.replace(
+        prof, phases=NODE_PHASES, left_out={**prof.left_out, **left}, values=values, stage_objects=objects
+    )
+    return build, node
+
+
+# The tests hwtest.sh runs (script under DeepEP's tests/ : the parser's test name), per DeepEP generation:
+# V2 (dd758ca) moved V1's tests to tests/legacy/ and added tests/elastic/test_ep.py.
+TESTS = {
+    "v1": "test_intranode:intranode test_low_latency:low-latency",
+    "v2": "legacy/test_intranode:intranode legacy/test_low_latency:low-latency elastic/test_ep:elastic",
+}
+
+
+def hwtest_script(root: str, api: str = "v1") -> str:
+    """hwtest.sh: runs the installer with the store given at run time, then the tests when GPUs allow. With a
+    node/ folder (nodeProfile=supported) the installer is the store builder, and the node stages after it."""
+    runner = payload.runner_files()
+    parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
+    return f"""#!/bin/bash
+# deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
+#   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests] [--node-only]
+#   exit: the installer's, or 1 if a test failed. --pytorch-builder DIR first runs the pytorch phase alone at
+#   the root DIR and publishes the environment (a store builder's part), so the install restores it elsewhere.
+#   With node/ (nodeProfile=supported), --node-only skips the builder: the node stages from the store as it is.
+#   HWTEST_TEST_TIMEOUT_S bounds each DeepEP test (default 900 s). --collect DIR: at exit, the status files, the
+#   installer's own log lines, the env file and the tests' logs and parser summaries are copied into DIR.
+set -uo pipefail
+HERE="$(cd -- "$(dirname -- "${{BASH_SOURCE[0]}}")" && pwd -P)"
+root={shlex.quote(root)} store="" tests=1 builder="" node_only=0 collect=""
+while (($#)); do
+  case $1 in
+    --store) store=$2 && shift ;;
+    --collect) collect=$2 && shift ;;
+    --root) root=$2 && shift ;;
+    --pytorch-builder) builder=$2 && shift ;;
+    --no-tests) tests=0 ;;
+    --node-only) node_only=1 ;;
+    *) echo "unknown argument $1" >&2 && exit 2 ;;
+  esac
+  shift
+done
+if [[ -z $store ]]; then
+  echo "hwtest.sh: --store DIR is required (deepep-a4 hwtest --sources fills OUT/store)" >&2
+  exit 2
+fi
+mkdir -p "$store"
+store="$(cd "$store" && pwd -P)"
+# shellcheck disable=SC2329  # run by the EXIT trap
+collect_files() {{
+  [[ -n $collect ]] || return 0
+  mkdir -p "$collect"
+  local f
+  [[ -f $HERE/builder/status.json ]] && cp "$HERE/builder/status.json" "$collect/builder.status.json"
+  grep -h '^\\[deepep ' "$HERE"/builder/logs/*.log >"$collect/builder.log" 2>/dev/null
+  grep -h '^\\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
+  [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
+  for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
+    state/test_elastic.json logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
+    [[ -f $root/$f ]] && cp "$root/$f" "$collect/"
+  done
+  [[ -f $root/nvshmem/.build-checks ]] && cp "$root/nvshmem/.build-checks" "$collect/nvshmem.build-checks"
+  return 0
+}}
+trap collect_files EXIT
+export DEEPEP_STORE_URL="$store" DEEPEP_INSTALL_ROOT="$root"
+# The lent GPU machines' image points CXX and CC at a g++ wrapper (/opt/gcc, its own -B runtime files) whose
+# extensions turn any C++ exception into SIGSEGV (measured: tests/fixtures/bench/v2_exception_probe_h100.txt):
+# DeepEP builds with the system compiler, as it does in the store builder's CUDA image, which sets neither.
+if [[ -x /usr/bin/g++ && -x /usr/bin/gcc ]]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++; fi
+if [[ -n $builder ]]; then
+  (
+    set -Eeuo pipefail
+    export DEEPEP_INSTALL_ROOT="$builder" PHASE=pytorch
+    cd "$HERE/installer"
+    # shellcheck source=/dev/null
+    source ./config.sh
+    # shellcheck source=/dev/null
+    source ./lib.sh
+    PHASE_SCRIPT="$(ls "$PWD"/phases/*-pytorch.sh)"
+    export PHASE_SCRIPT
+    mkdir -p "$STATE/phases" "$CACHE" "$LOGS"
+    # shellcheck source=/dev/null
+    source "$PHASE_SCRIPT"
+    phase_run
+    echo "hwtest: pytorch phase at $builder: $(<"$STATE/phases/pytorch.note")"
+  ) || exit 1
+fi
+t0=$SECONDS rc=0
+if ((!node_only)); then
+  bash "$HERE/installer/run.sh"
+  rc=$?
+  echo "hwtest: installer exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+fi
+if ((rc == 0)) && [[ -d $HERE/node ]]; then
+  # A fresh node: nothing at the root but what stage takes from the store (the builder's record kept aside).
+  if ((!node_only)); then
+    rm -rf "$HERE/builder" && mkdir -p "$HERE/builder"
+    cp -r "$root/state/status.json" "$root/logs" "$HERE/builder/" 2>/dev/null || true
+  fi
+  rm -rf "$root"
+  t0=$SECONDS
+  bash "$HERE/node/run.sh"
+  rc=$?
+  echo "hwtest: node (stage, verify-staged) exit $rc after $((SECONDS - t0)) s; status: $root/state/status.json"
+fi
+((rc == 0 && tests)) || exit "$rc"
+gpus="$(nvidia-smi -L | grep -c '^GPU ')"
+if ((gpus < 2)); then
+  echo "hwtest: DeepEP's tests need 2 or more GPUs; this machine has $gpus: tests not run" | tee "$root/state/tests.txt"
+  exit 0
+fi
+# A machine without any RDMA NIC (the kernel lists none under /sys/class/infiniband): DeepEP's low-latency test still
+# asks NVSHMEM for IBGDA, whose init fails there ("init failed for transport: IBGDA") before NVLink carries the test.
+# The parser is told so (--no-rdma-nics: its RDMA checks n/a); on a machine with NICs it judges them as on an A4.
+nics="$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)"
+nic_args=()
+if ((nics == 0)); then
+  nic_args=(--no-rdma-nics)
+  echo "hwtest: no RDMA NIC under /sys/class/infiniband: NVSHMEM's IBGDA init failure is expected; RDMA checks n/a"
+fi
+# shellcheck source=/dev/null
+source "$root/unified-env.sh"
+cd "$root/DeepEP" || exit 1
+echo "GPUs $gpus, RDMA NICs $nics" >"$root/state/tests.txt"
+for each in {TESTS[api]}; do
+  script=${{each%%:*}} t=${{each##*:}} f=test_${{each##*:}}
+  f=${{f//-/_}}
+  log="$root/logs/$f.log"
+  timeout "${{HWTEST_TEST_TIMEOUT_S:-900}}" python "tests/$script.py" --num-processes "$gpus" >"$log" 2>&1
+  trc=$?
+  python "$HERE/runner/{parse}" "$log" --test "$t" --processes "$gpus" --summary "${{nic_args[@]}}" \
+    >"$root/state/$f.json"
+  prc=$?
+  echo "$script: exit $trc, parser exit $prc" | tee -a "$root/state/tests.txt"
+  ((trc == 0 && prc == 0)) || rc=1
+done
+exit "$rc"
+"""
+
+
+@click.command()
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to render into")
+@click.option("--nvshmem-version", default="3.5.1", show_default=True, help="NVSHMEM source version")
+@click.option("--deepep-ref", default=upstream.DEEPEP_NVSHMEM35_FIXES, show_default=True, help="DeepEP tag or commit")
+@click.option("--cuda", default="13.0", show_default=True, help="CUDA installed at /usr/local/cuda-VERSION")
+@click.option("--arch", default="90", show_default=True, help="GPU arch (90: H100/H200)")
+@click.option("--root", default="/opt/deepep-hwtest", show_default=True, help="install root on the machine")
+@click.option("--python", default="python3", show_default=True, help="the interpreter that has PyTorch")
+@click.option(
+    "--nvshmem-source",
+    type=click.Choice(["source", "pip"]),
+    default="source",
+    show_default=True,
+    help="source: build NVSHMEM; pip: the nvidia-nvshmem wheel PyTorch brought (its version must match)",
+)
+@click.option(
+    "--sources",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
+)
+@click.option(
+    "--deepep-api",
+    type=click.Choice(["v1", "v2"]),
+    default="v1",
+    show_default=True,
+    help="v2: DeepEP V2 (deepepRef defaults to its commit) with --nccl-version's wheel in place of PyTorch's NCCL",
+)
+@click.option("--nccl-version", default=versions.NCCL_V2_DEFAULT, show_default=True, help="NCCL wheel for v2")
+@click.option(
+    "--node-profile",
+    type=click.Choice(["host-install", "supported"]),
+    default="host-install",
+    show_default=True,
+    help="supported: the store builder (ending with pack-userspace), then a node staging its user space from the store",
+)
+def command(
+    out: Path,
+    nvshmem_version: str,
+    deepep_ref: str,
+    cuda: str,
+    arch: str,
+    root: str,
+    python: str,
+    nvshmem_source: str,
+    sources: Path | None,
+    node_profile: str,
+    deepep_api: str = "v1",
+    nccl_version: str = versions.NCCL_V2_DEFAULT,
+) -> None:
+    """Render the installer for a GPU machine that is not an A4 (no NICs, no internet)."""
+    from deepep_a4 import plan as plan_tool
+    from deepep_a4 import store
+
+    _, _, cfg = plan_tool.load_stack(BASE_STACK)
+    nccl = ""
+    if deepep_api == "v2":
+        if deepep_ref == upstream.DEEPEP_NVSHMEM35_FIXES:
+            deepep_ref = upstream.DEEPEP_V2
+        nccl = nccl_version
+        v = dataclasses.replace(cfg.versions, deepep_api="v2", nccl=nccl, deepep_ref=deepep_ref, deepep_pr466=False)
+        cfg = dataclasses.replace(cfg, versions=v)
+    wanted: list[store.Source] = []
+    if sources is not None:
+        # Checked before anything is written: every missing file is named at once, with where to get it.
+        wanted = store.sources_of(
+            cfg.versions.gdrcopy, nvshmem_version if nvshmem_source == "source" else "", deepep_ref, pr466=False
+        )
+        if nccl:
+            wheel, variant = str(v2_values(nccl, cuda)["NCCL_WHEEL_FILE"]), f"cu{cuda.replace('.', '')}"
+            wanted.append(store.Source(wheel, installer.nccl_wheel_url(nccl, variant)))
+        sources.mkdir(parents=True, exist_ok=True)
+        (out / "store").mkdir(parents=True, exist_ok=True)
+        missing = store.missing_in(wanted, store.LocalStore((out / "store").resolve()), sources, "--sources")
+        if missing:
+            raise click.ClickException("\n".join(missing))
+    prof = profile(nvshmem_version, deepep_ref, cuda, arch, root, python, nvshmem_source, nccl)
+    renders = {"installer": prof}
+    if node_profile == "supported":
+        renders["installer"], renders["node"] = staged_profiles(cfg, prof, nvshmem_version, nvshmem_source, deepep_ref)
+    for folder, each in renders.items():
+        files = installer.render_profile(cfg, each)
+        for rel, text in files.items():
+            path = out / folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    for name, text in payload.runner_files().items():
+        (out / "runner").mkdir(parents=True, exist_ok=True)
+        (out / "runner" / name).write_text(text)
+    (out / HWTEST_SH).write_text(hwtest_script(root, deepep_api))
+    (out / HWTEST_SH).chmod(0o755)
+    if sources is not None:
+        store.fill(wanted, store.LocalStore((out / "store").resolve()), sources, option="--sources")
+    for folder, each in renders.items():
+        click.echo(f"wrote {out}/{folder}: phases {' '.join(each.phases)}")
+    click.echo(f"wrote {out}/{HWTEST_SH}")
+    click.echo(f"left out: {', '.join(LEFT_OUT)}; run as root there: bash {out}/{HWTEST_SH} --store DIR")
