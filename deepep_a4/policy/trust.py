@@ -37,15 +37,6 @@ RDMA_JOBS = {
 # (pulumi-kubernetes provider/pkg/gen/schema.go: `kinds = append(kinds, kind+"Patch")`); PodTemplate and
 # ReplicationController carry pod templates too. pod_specs also finds a pod spec wherever a `containers` list
 # sits (a custom resource such as a JobSet), so no kind escapes the pod rules by its name.
-POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    "kubernetes:core/v1:Pod": ("spec",),
-    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
-    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
-    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
 POD_SPEC_BY_KIND: dict[str, tuple[str, ...]] = {
     "Pod": ("spec",),
     "PodTemplate": ("template", "spec"),

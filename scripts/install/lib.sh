@@ -478,3 +478,18 @@ remote_transport_env() {
   echo "export NVSHMEM_REMOTE_TRANSPORT=none"
   nvshmem_bootstrap_env
 }
+
+# DeepEP V2 (DEEPEP_API=v2) in the env file being written ($ENV_FILE.tmp): its JIT kernels compile at first use into
+# EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp; default $HOME/.deep_ep, per pod), one folder on the node's root so they
+# compile once per node (the GKE benchmark pods mount it writable, components/gke/bench.py; they run as root, so
+# the folder is root's alone: no other user on the node can plant a kernel that the pods then run); NCCL is the
+# venv's one (the pytorch phase's NCCL_VERSION), which V2 compiles against.
+deepep_v2_env() {
+  [[ ${DEEPEP_API:-v1} == v2 ]] || return 0
+  install -d -m 0755 "$R/deepep-jit"
+  cat >>"$ENV_FILE.tmp" <<ENV
+# DeepEP V2: JIT kernel cache on the install root, and the venv's one NCCL it compiles against.
+export EP_JIT_CACHE_DIR='$R/deepep-jit'
+export EP_NCCL_ROOT_DIR='$("$(venv_python)" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')'
+ENV
+}

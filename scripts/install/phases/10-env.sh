@@ -110,17 +110,7 @@ ENV
 unset NVSHMEM_DIR
 ENV
   fi
-  if [[ ${DEEPEP_API:-v1} == v2 ]]; then
-    # DeepEP V2 compiles its kernels at first use into EP_JIT_CACHE_DIR (csrc/jit/compiler.hpp; default
-    # $HOME/.deep_ep, per pod): one folder on the node's root, so they compile once per node. The GKE
-    # benchmark pods mount it writable (components/gke/bench.py); the rest of the root stays read-only.
-    mkdir -p "$R/deepep-jit" && chmod 0777 "$R/deepep-jit"
-    cat >>"$ENV_FILE.tmp" <<ENV
-# DeepEP V2: JIT kernel cache on the install root, and the venv's one NCCL ($NCCL_VERSION) it compiles against.
-export EP_JIT_CACHE_DIR='$R/deepep-jit'
-export EP_NCCL_ROOT_DIR='$("$(venv_python)" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')'
-ENV
-  fi
+  deepep_v2_env
   if ((!HAS_RDMA_NICS)); then
     # The hardware test's machine has no NICs: NVSHMEM runs over NVLink (P2P) only.
     remote_transport_env "$HCA_PREFIX" >>"$ENV_FILE.tmp"

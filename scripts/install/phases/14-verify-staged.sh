@@ -173,15 +173,7 @@ export DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping
 # its built-in provider folder (/etc/libibverbs.d) is not in the pods' image.
 export RDMAV_DRIVERS='$PROVIDER'
 ENV
-  if [[ ${DEEPEP_API:-v1} == v2 ]]; then
-    # DeepEP V2's JIT kernels compile once per node into the staged root (EP_JIT_CACHE_DIR, csrc/jit/compiler.hpp),
-    # a folder the GKE benchmark pods mount writable; NCCL is the venv's one (the pytorch part's key names it).
-    mkdir -p "$R/deepep-jit" && chmod 0777 "$R/deepep-jit"
-    cat >>"$ENV_FILE.tmp" <<ENV
-export EP_JIT_CACHE_DIR='$R/deepep-jit'
-export EP_NCCL_ROOT_DIR='$("$(venv_python)" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])')'
-ENV
-  fi
+  deepep_v2_env
   chmod 0644 "$ENV_FILE.tmp"
   mv "$ENV_FILE.tmp" "$ENV_FILE"
   log "wrote $ENV_FILE; NVSHMEM_HCA_PREFIX=$prefix DEEP_EP_DEVICE_TO_HCA_MAPPING=$mapping"
