@@ -26,6 +26,7 @@ import click
 
 from components.config import StackConfig, upstream, versions
 from components.node import installer, staging
+from deepep_a4 import options
 from scripts import payload
 
 # The stack whose options the profile starts from; the profile then replaces what the machine decides.
@@ -273,39 +274,35 @@ exit "$rc"
 
 
 @click.command()
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="folder to render into")
+@options.folder("--out", required=True, help="folder to render into")
 @click.option("--nvshmem-version", default="3.5.1", show_default=True, help="NVSHMEM source version")
 @click.option("--deepep-ref", default=upstream.DEEPEP_NVSHMEM35_FIXES, show_default=True, help="DeepEP tag or commit")
 @click.option("--cuda", default="13.0", show_default=True, help="CUDA installed at /usr/local/cuda-VERSION")
 @click.option("--arch", default="90", show_default=True, help="GPU arch (90: H100/H200)")
 @click.option("--root", default="/opt/deepep-hwtest", show_default=True, help="install root on the machine")
 @click.option("--python", default="python3", show_default=True, help="the interpreter that has PyTorch")
-@click.option(
+@options.choice(
     "--nvshmem-source",
-    type=click.Choice(["source", "pip"]),
-    default="source",
-    show_default=True,
-    help="source: build NVSHMEM; pip: the nvidia-nvshmem wheel PyTorch brought (its version must match)",
+    ["source", "pip"],
+    "source",
+    "source: build NVSHMEM; pip: the nvidia-nvshmem wheel PyTorch brought (its version must match)",
 )
-@click.option(
+@options.folder(
     "--sources",
-    type=click.Path(file_okay=False, path_type=Path),
     help="folder of source files named as the store names them (created if absent): OUT/store is filled from it",
 )
-@click.option(
+@options.choice(
     "--deepep-api",
-    type=click.Choice(["v1", "v2"]),
-    default="v1",
-    show_default=True,
-    help="v2: DeepEP V2 (deepepRef defaults to its commit) with --nccl-version's wheel in place of PyTorch's NCCL",
+    ["v1", "v2"],
+    "v1",
+    "v2: DeepEP V2 (deepepRef defaults to its commit) with --nccl-version's wheel in place of PyTorch's NCCL",
 )
 @click.option("--nccl-version", default=versions.NCCL_V2_DEFAULT, show_default=True, help="NCCL wheel for v2")
-@click.option(
+@options.choice(
     "--node-profile",
-    type=click.Choice(["host-install", "supported"]),
-    default="host-install",
-    show_default=True,
-    help="supported: the store builder (ending with pack-userspace), then a node staging its user space from the store",
+    ["host-install", "supported"],
+    "host-install",
+    "supported: the store builder (ending with pack-userspace), then a node staging its user space from the store",
 )
 def command(
     out: Path,

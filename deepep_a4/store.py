@@ -30,6 +30,7 @@ import click
 
 from components.config import StackConfig, upstream, versions
 from components.node import installer
+from deepep_a4 import options
 
 SOURCES_DIR = "sources"
 DOWNLOAD_TIMEOUT_S = 600
@@ -293,10 +294,9 @@ def stack_and_store(stack: str, store_url: str, required: bool = True) -> tuple[
 @command.command("fill")
 @click.option("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml) or a stack file path")
 @click.option("--store", "store_url", default="", help="gs://BUCKET/PREFIX or a folder; default: the stack's")
-@click.option(
+@options.folder(
     "--from",
     "from_dir",
-    type=click.Path(file_okay=False, path_type=Path),
     help="take the files from this folder (named as the store names them; created if absent) instead of downloading",
 )
 def fill_command(stack: str, store_url: str, from_dir: Path | None) -> None:

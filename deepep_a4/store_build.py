@@ -31,7 +31,7 @@ import click
 
 from components.config import StackConfig
 from components.node import installer, staging
-from deepep_a4 import store, store_estimate, store_remote
+from deepep_a4 import options, store, store_estimate, store_remote
 
 # The container's view: the rendered installer and the local store (the install root is the nodes').
 BUILD_DIR = "/deepep-build"
@@ -228,15 +228,11 @@ def build(
 @click.option("--stack", required=True, help="stack name (stacks/Pulumi.NAME.yaml) or a stack file path")
 @click.option("--store", "store_url", default="", help="gs://BUCKET/PREFIX or a folder; default: the stack's")
 @click.option("--image", default="", help="CUDA devel image NAME@sha256:DIGEST; default: pinned per cudaVersion")
-@click.option(
-    "--work",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="build folder, kept between builds (default: ~/.cache/deepep-a4/build/STACK)",
-)
-@click.option(
+@options.folder("--work", help="build folder, kept between builds (default: ~/.cache/deepep-a4/build/STACK)")
+@options.folder(
     "--from",
     "from_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    exists=True,
     help="take the sources from this folder (named as the store names them) instead of downloading",
 )
 @click.option(

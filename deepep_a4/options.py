@@ -1,0 +1,19 @@
+"""Click options that several `deepep-a4` commands declare the same way (a folder, a choice)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def folder(*decls: str, help: str, exists: bool = False, **kw: Any) -> Callable[[Any], Any]:
+    """A folder option, passed on as a Path (`exists`: it must be there already)."""
+    return click.option(*decls, type=click.Path(exists=exists, file_okay=False, path_type=Path), help=help, **kw)
+
+
+def choice(decl: str, choices: Sequence[str], default: str, help: str) -> Callable[[Any], Any]:
+    """One of `choices`, the default shown in --help."""
+    return click.option(decl, type=click.Choice(list(choices)), default=default, show_default=True, help=help)
