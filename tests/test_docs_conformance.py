@@ -113,7 +113,7 @@ def test_deploy_names_the_api_and_role_of_every_resource_kind_the_program_create
 
 
 def test_deploy_quotes_the_current_spot_price() -> None:
-    prices = yaml.safe_load((ROOT / "deepep_a4" / "tools" / "prices.yaml").read_text())
+    prices = yaml.safe_load((ROOT / "deepep_a4" / "prices.yaml").read_text())
     regions = prices["machines"]["a4-highgpu-8g"]["regions"]
     for region in ("asia-southeast1", "us-central1", "asia-northeast1"):
         assert f"${regions[region]['spot']}" in DEPLOY, f"docs/deploy.md's {region} spot price is not prices.yaml's"

@@ -29,7 +29,7 @@ ACCOUNT = "gcp:serviceaccount/account:Account"
 STACK = "gce-b200-ubuntu"
 
 
-# What the offline plan's mocked image lookup answers for the default family (tools/plan_engine.py).
+# What the offline plan's mocked image lookup answers for the default family (deepep_a4/plan_engine.py).
 MOCK_PLAIN_IMAGE = (
     "https://www.googleapis.com/compute/v1/projects/ubuntu-os-cloud/global/images/"
     + plan_engine.MOCK_IMAGES["ubuntu-2404-lts-amd64"]
@@ -471,7 +471,8 @@ def test_reservation_uses_its_own_dense_placement() -> None:
 
 def test_spot_vms_leave_reservation_affinity_to_gce(gce_plan: plan_engine.PlanResult) -> None:
     # Google's A4 VM blueprint and vm-instance module set no affinity on spot VMs; NO_RESERVATION is the GKE
-    # node pool module's rule (tests/components/gke/test_platform.py) and flex-start's (cluster-toolkit's Slurm resume.py).
+    # node pool module's rule (tests/components/gke/test_platform.py) and flex-start's (cluster-toolkit's Slurm
+    # resume.py).
     for vm in vms(gce_plan):
         assert "reservationAffinity" not in vm["inputs"]
 

@@ -24,7 +24,7 @@ import yaml
 from deepep_a4.plan import kubernetes_manifests
 from tests.conftest import plan
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOOGLE = json.loads((ROOT / "tests/fixtures/gke/google_gib_manifests.json").read_text())
 INIT = (ROOT / "scripts/gke/gib-init.sh").read_text()
 # Each difference from [CEA-INST], and why `container_entry.sh install` and the copy work without it here.

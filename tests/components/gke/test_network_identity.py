@@ -23,11 +23,11 @@ from components.config.parse import parse
 from deepep_a4 import plan_engine
 from deepep_a4.plan import kubernetes_manifests
 from scripts import names
-from tests.components import gke_identity as gid
+from tests.components.gke import identity as gid
 from tests.components.k8s_netpol import Endpoint, Pod, connects, ingress_allowed
 from tests.conftest import plan, stack_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROJECT = "my-own-project-4711"
 BUCKET = f"{PROJECT}-artifacts"
 PREFIX = "deepep-a4"
