@@ -27,7 +27,7 @@ import pulumi
 from components import config
 from components.gke import gib as gke_gib
 from components.node import installer, pins, staging, store
-from deepep_a4 import cost, plan_engine, stackfile
+from deepep_a4 import cost, options, plan_engine, stackfile
 from deepep_a4.bringup_table import expected_bringup
 from deepep_a4.store_estimate import store_warnings
 
@@ -417,11 +417,7 @@ def command(stack: str, out: Path | None, quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m deepep_a4.plan ...`: the same command, its exit status returned."""
-    try:
-        command.main(args=argv, prog_name="deepep-a4 plan")
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return options.exit_status(command, argv, "deepep-a4 plan")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from components import config
 from components.deadline import parse_time
 from deepep_a4 import (
     cost,
+    options,
     run_preflight,
     stackfile,
     store_fill,
@@ -431,11 +432,7 @@ def execute(
 
 def main(argv: list[str] | None = None, **deps: Any) -> int:
     """The same command as a function, its exit status returned; keyword arguments replace the `Deps`."""
-    try:
-        command.main(args=argv, prog_name="deepep-a4 run", obj=Deps(**deps))
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return options.exit_status(command, argv, "deepep-a4 run", obj=Deps(**deps))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from deepep_a4 import options
 from deepep_a4.report.analysis import analyze
 from deepep_a4.report.checks import FIELD_LABEL
 from deepep_a4.report.sources import (
@@ -97,11 +98,7 @@ def command(
 
 def main(argv: list[str] | None = None) -> int:
     """The same command as a function, its exit status returned."""
-    try:
-        command.main(args=argv, prog_name="deepep-a4 report")
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+    return options.exit_status(command, argv, "deepep-a4 report")
 
 
 def execute(
