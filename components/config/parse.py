@@ -25,9 +25,9 @@ from components.config.rules import (
     parse_ttl,
     profile_defaults,
 )
+from components.config.rules_bench import check_bench_shapes
 from components.config.rules_deepep import check_deepep_api, deepep_defaults
 from components.config.rules_inputs import (
-    check_bench_shapes,
     check_endpoint,
     check_gce_image_os,
     check_range_sizes,
