@@ -12,8 +12,9 @@ verify without NIC checks. The phases
 that change the machine itself (DOCA-OFED, driver, peer mapping, CUDA from apt, the reboot) are not
 shipped at all, and the status file lists them with the reason (`leftOut`). Sources come from the store
 only (`deepep-a4 store fill --from DIR --store DIR`); built artifacts are published there, so a second run
-with an empty install root measures the warm path. With 2 or more GPUs, hwtest.sh then runs DeepEP's
-intranode and low-latency tests through the installed environment and parses them.
+with an empty install root measures the warm path. hwtest.sh then runs DeepEP's tests through the installed
+environment and parses them, each on as many GPUs as the machine has where that is enough (TESTS: intranode needs
+2, low-latency and V2's elastic test run on one); state/tests.json says of each test passed, failed or not run, and why.
 """
 
 from __future__ import annotations
@@ -138,11 +139,18 @@ def staged_profiles(
     return build, node
 
 
-# The tests hwtest.sh runs (script under DeepEP's tests/ : the parser's test name), per DeepEP generation:
-# V2 (dd758ca) moved V1's tests to tests/legacy/ and added tests/elastic/test_ep.py.
-TESTS = {
-    "v1": "test_intranode:intranode test_low_latency:low-latency",
-    "v2": "legacy/test_intranode:intranode legacy/test_low_latency:low-latency elastic/test_ep:elastic",
+# The tests hwtest.sh runs, per DeepEP generation: script under DeepEP's tests/, the parser's test name, and the
+# fewest GPUs (ranks) it runs on. V2 (dd758ca) moved V1's tests to tests/legacy/ and added tests/elastic/test_ep.py.
+# Intranode needs 2: its kernels are instantiated for 2, 4 and 8 ranks only (deepseek-ai/DeepEP 29d31c0
+# csrc/kernels/launch.cuh SWITCH_RANKS, any other count is "Unsupported ranks"). Low-latency and V2's elastic test
+# take one rank (--num-processes 1).
+TESTS: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "v1": (("test_intranode", "intranode", 2), ("test_low_latency", "low-latency", 1)),
+    "v2": (
+        ("legacy/test_intranode", "intranode", 2),
+        ("legacy/test_low_latency", "low-latency", 1),
+        ("elastic/test_ep", "elastic", 1),
+    ),
 }
 
 
@@ -151,6 +159,7 @@ def hwtest_script(root: str, api: str = "v1") -> str:
     node/ folder (nodeProfile=supported) the installer is the store builder, and the node stages after it."""
     runner = payload.runner_files()
     parse = "parse.py" if "parse.py" in runner else sorted(runner)[0]
+    tests = " ".join(f"{s}:{t}:{n}" for s, t, n in TESTS[api])
     return f"""#!/bin/bash
 # deepep-a4 hardware test (rendered by `deepep-a4 hwtest`): install from a local store, then DeepEP's tests.
 #   bash hwtest.sh --store DIR [--root DIR] [--pytorch-builder DIR] [--no-tests] [--node-only]
@@ -190,7 +199,8 @@ collect_files() {{
   grep -h '^\\[deepep ' "$root"/logs/*.log >"$collect/node.log" 2>/dev/null
   [[ -f $root/state/status.json ]] && cp "$root/state/status.json" "$collect/node.status.json"
   for f in state/node.json state/tests.txt state/test_intranode.json state/test_low_latency.json \
-    state/test_elastic.json logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
+    state/test_elastic.json state/tests.json \\
+    logs/test_intranode.log logs/test_low_latency.log logs/test_elastic.log unified-env.sh; do
     [[ -f $root/$f ]] && cp "$root/$f" "$collect/"
   done
   [[ -f $root/nvshmem/.build-checks ]] && cp "$root/nvshmem/.build-checks" "$collect/nvshmem.build-checks"
@@ -240,34 +250,51 @@ if ((rc == 0)) && [[ -d $HERE/node ]]; then
 fi
 ((rc == 0 && tests)) || exit "$rc"
 gpus="$(nvidia-smi -L | grep -c '^GPU ')"
-if ((gpus < 2)); then
-  echo "hwtest: DeepEP's tests need 2 or more GPUs; this machine has $gpus: tests not run" | tee "$root/state/tests.txt"
-  exit 0
-fi
 # A machine without any RDMA NIC (the kernel lists none under /sys/class/infiniband): DeepEP's low-latency test still
 # asks NVSHMEM for IBGDA, whose init fails there ("init failed for transport: IBGDA") before NVLink carries the test.
 # The parser is told so (--no-rdma-nics: its RDMA checks n/a); on a machine with NICs it judges them as on an A4.
+# V2's elastic test asks NCCL for Gin, which needs a NIC: without one DeepEP throws "NCCL GIN is unavailable"
+# (dd758ca csrc/kernels/backend/nccl.cu) unless EP_DISABLE_GIN=1 (DeepEP PR #630), which it then gets.
 nics="$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)"
-nic_args=()
+nic_args=() no_gin=()
 if ((nics == 0)); then
-  nic_args=(--no-rdma-nics)
+  nic_args=(--no-rdma-nics) no_gin=(EP_DISABLE_GIN=1)
   echo "hwtest: no RDMA NIC under /sys/class/infiniband: NVSHMEM's IBGDA init failure is expected; RDMA checks n/a"
 fi
 # shellcheck source=/dev/null
 source "$root/unified-env.sh"
 cd "$root/DeepEP" || exit 1
 echo "GPUs $gpus, RDMA NICs $nics" >"$root/state/tests.txt"
-for each in {TESTS[api]}; do
-  script=${{each%%:*}} t=${{each##*:}} f=test_${{each##*:}}
-  f=${{f//-/_}}
+# state/tests.json: every test of this DeepEP, passed, failed or not run (with why), one JSON object a line.
+: >"$root/state/tests.json"
+record() {{ # TEST STATUS WHY
+  printf '{{"test": "%s", "status": "%s", "why": "%s"}}\\n' "$1" "$2" "$3" >>"$root/state/tests.json"
+}}
+for each in {tests}; do
+  IFS=: read -r script t need <<<"$each"
+  f=test_${{t//-/_}}
+  if ((gpus < need)); then
+    echo "$script: not run: it needs $need GPUs, this machine has $gpus" | tee -a "$root/state/tests.txt"
+    record "$t" "not run" "needs $need GPUs, this machine has $gpus"
+    continue
+  fi
+  env_args=()
+  [[ $t == elastic ]] && env_args=("${{no_gin[@]}}")
   log="$root/logs/$f.log"
-  timeout "${{HWTEST_TEST_TIMEOUT_S:-900}}" python "tests/$script.py" --num-processes "$gpus" >"$log" 2>&1
+  echo "hwtest: $script --num-processes $gpus ${{env_args[*]}}"
+  env "${{env_args[@]}}" timeout "${{HWTEST_TEST_TIMEOUT_S:-900}}" python "tests/$script.py" --num-processes "$gpus" \\
+    >"$log" 2>&1
   trc=$?
-  python "$HERE/runner/{parse}" "$log" --test "$t" --processes "$gpus" --summary "${{nic_args[@]}}" \
+  python "$HERE/runner/{parse}" "$log" --test "$t" --processes "$gpus" --summary "${{nic_args[@]}}" \\
     >"$root/state/$f.json"
   prc=$?
   echo "$script: exit $trc, parser exit $prc" | tee -a "$root/state/tests.txt"
-  ((trc == 0 && prc == 0)) || rc=1
+  if ((trc == 0 && prc == 0)); then
+    record "$t" passed "exit 0, parser exit 0"
+  else
+    rc=1
+    record "$t" failed "exit $trc, parser exit $prc"
+  fi
 done
 exit "$rc"
 """

@@ -28,7 +28,7 @@ def _intranode_2_ranks() -> str:
     return RUN_LOG.split('"test": "intranode"}\n', 1)[1].split("[runner] end", 1)[0]
 
 
-def _machine(tmp: Path, low_latency: str) -> tuple[Path, Path, dict[str, str]]:
+def _machine(tmp: Path, low_latency: str, gpus: int = 2) -> tuple[Path, Path, dict[str, str]]:
     out = tmp / "out"
     result = CliRunner().invoke(cli, ["hwtest", "--out", str(out), "--root", str(tmp / "root")])
     assert result.exit_code == 0, result.output
@@ -41,7 +41,7 @@ def _machine(tmp: Path, low_latency: str) -> tuple[Path, Path, dict[str, str]]:
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)
     smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-1)'\n")
+    smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: NVIDIA H200 (UUID: GPU-{i})'\n" for i in range(gpus)))
     smi.chmod(0o755)
     (root / "unified-env.sh").write_text(f"export PATH={bin_dir}:$PATH\n")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp)}
@@ -98,3 +98,26 @@ def test_the_no_nic_machines_low_latency_run_passes_and_a_cpu_fallback_would_not
         timeout=120,
     )
     assert proc.returncode == 1 and "test_low_latency: exit 0, parser exit 1" in proc.stdout
+
+
+@pytest.mark.skipif(any(Path("/sys/class/infiniband").glob("*")), reason="this machine has RDMA devices")
+def test_one_gpu_runs_low_latency_on_one_rank_and_says_why_intranode_did_not_run(tmp_path: Path) -> None:
+    # The real one-rank run's output (1 x H200, tests/fixtures/install/hw/hwtest-v2-1xh200-test_low_latency.log).
+    one_rank = (ROOT / "tests/fixtures/install/hw/hwtest-v2-1xh200-test_low_latency.log").read_text()
+    out, root, env = _machine(tmp_path, one_rank, gpus=1)
+    proc = subprocess.run(
+        ["bash", str(out / "hwtest.sh"), "--store", str(tmp_path / "store"), "--node-only"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (root / "state/tests.txt").read_text().splitlines() == [
+        "GPUs 1, RDMA NICs 0",
+        "test_intranode: not run: it needs 2 GPUs, this machine has 1",
+        "test_low_latency: exit 0, parser exit 0",
+    ]
+    rows = [json.loads(line) for line in (root / "state/tests.json").read_text().splitlines()]
+    assert [(r["test"], r["status"]) for r in rows] == [("intranode", "not run"), ("low-latency", "passed")]

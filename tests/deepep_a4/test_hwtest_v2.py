@@ -29,7 +29,8 @@ def test_v2_renders_its_ref_its_nccl_and_its_tests(tmp_path: Path) -> None:
     ):
         assert line in config.splitlines(), line
     script = (out / hwtest.HWTEST_SH).read_text()
-    assert "legacy/test_intranode:intranode legacy/test_low_latency:low-latency elastic/test_ep:elastic" in script
+    tests = "legacy/test_intranode:intranode:2 legacy/test_low_latency:low-latency:1 elastic/test_ep:elastic:1"
+    assert tests in script
 
 
 def test_v1_stays_as_it_was(tmp_path: Path) -> None:
@@ -38,4 +39,4 @@ def test_v1_stays_as_it_was(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     config = (out / "installer/config.sh").read_text()
     assert "DEEPEP_API" not in config and f"DEEPEP_REF={upstream.DEEPEP_NVSHMEM35_FIXES}" in config.splitlines()
-    assert "test_intranode:intranode test_low_latency:low-latency" in (out / hwtest.HWTEST_SH).read_text()
+    assert "test_intranode:intranode:2 test_low_latency:low-latency:1" in (out / hwtest.HWTEST_SH).read_text()

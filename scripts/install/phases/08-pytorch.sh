@@ -151,19 +151,61 @@ PY
   log "NCCL $NCCL_VERSION ($NCCL_WHEEL_FILE, sha256 pinned) replaces PyTorch's in $VENV: $lib"
 }
 
-# One libnccl in the venv, of the stack's version, and the one PyTorch loads (no GPU needed to ask it).
+# One libnccl in the venv, of the stack's version, and the one PyTorch loads (no GPU needed to ask it): after
+# `import torch` the process has mapped the libnccl that libtorch_cuda links, and that library's own
+# ncclGetVersion answers. torch.cuda.nccl.version() cannot: it returns the NCCL_MAJOR/MINOR/PATCH macros of the
+# header PyTorch was compiled against (pytorch/pytorch e6f159a3 torch/csrc/cuda/nccl.cpp `version()`), so a
+# torch 2.11 wheel says 2.28.9 whichever library it loaded (measured: tests/fixtures/pytorch/nccl-loaded-h200.txt).
 check_one_nccl() {
   "$(venv_python)" - "$NCCL_VERSION" <<'PY'
-import glob, importlib.metadata as md, sys, sysconfig
-want = sys.argv[1]
-libs = sorted(glob.glob(sysconfig.get_paths()["purelib"] + "/**/libnccl.so*", recursive=True))
-dists = [d for d in md.distributions() if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl")]
-assert len(libs) == 1 and len(dists) == 1, f"NCCL libraries {libs}, distributions {[d.metadata['Name'] for d in dists]}"
-assert dists[0].version == want, f"{dists[0].metadata['Name']} {dists[0].version}, not {want}"
-import torch.cuda.nccl as nccl
-got = ".".join(map(str, nccl.version()))
-assert got == want, f"PyTorch loads NCCL {got}, not {want}"
-print(libs[0])
+import ctypes, glob, importlib.metadata as md, os, sys, sysconfig
+
+
+def mapped_nccl(maps):
+    """The libnccl files a /proc/PID/maps text names (proc(5): the path is the 6th field), each once."""
+    out = []
+    for line in maps.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) == 6 and os.path.basename(fields[5]).startswith("libnccl.so"):
+            path = os.path.realpath(fields[5])
+            if path not in out:
+                out.append(path)
+    return out
+
+
+def version_text(code):
+    """ncclGetVersion's integer as X.Y.Z: NVIDIA/nccl 5d3ab08 src/nccl.h.in NCCL_VERSION(X,Y,Z) is
+    X*1000+Y*100+Z up to 2.8 and X*10000+Y*100+Z after."""
+    if code < 2900:
+        return "%d.%d.%d" % (code // 1000, code % 1000 // 100, code % 100)
+    return "%d.%d.%d" % (code // 10000, code % 10000 // 100, code % 100)
+
+
+def loaded_version(path):
+    code = ctypes.c_int(0)
+    rc = ctypes.CDLL(path).ncclGetVersion(ctypes.byref(code))  # already mapped: dlopen returns that handle
+    assert rc == 0, f"ncclGetVersion of {path} returned {rc}"
+    return version_text(code.value)
+
+
+def main(want):
+    site = sysconfig.get_paths()["purelib"]
+    libs = sorted(os.path.realpath(p) for p in glob.glob(site + "/**/libnccl.so*", recursive=True))
+    dists = [d for d in md.distributions() if (d.metadata["Name"] or "").lower().startswith("nvidia-nccl")]
+    assert len(libs) == 1 and len(dists) == 1, f"NCCL libraries {libs}, distributions {[d.metadata['Name'] for d in dists]}"
+    assert dists[0].version == want, f"{dists[0].metadata['Name']} {dists[0].version}, not {want}"
+    import torch  # noqa: F401  (maps libtorch_cuda and the libnccl it links)
+
+    with open("/proc/self/maps") as f:
+        mapped = mapped_nccl(f.read())
+    assert mapped == libs, f"after import torch the process maps NCCL {mapped or 'none'}, not only the venv's {libs[0]}"
+    got = loaded_version(mapped[0])
+    assert got == want, f"the loaded {mapped[0]} is NCCL {got} (its ncclGetVersion), not {want}"
+    print(libs[0])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
 PY
 }
 
