@@ -297,8 +297,7 @@ class BenchmarkRun:
 
 def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfig:
     """The stack's validated config: the Automation API's view when given, else the stack file."""
-    raw = raw if raw is not None else stackfile.read(name, ROOT)
-    return config.parse(stackfile.project_keys(raw), name)
+    return stackfile.parse_stack(name, ROOT, raw)
 
 
 def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.datetime | None = None) -> str | None:
