@@ -53,6 +53,7 @@ from deepep_a4.run_platforms import (
     AutomationStack,
     GceProbe,
     GkeProbe,
+    NoStackError,
     Progress,
     RunFailedError,
 )
@@ -326,6 +327,9 @@ class Deps:
 
     which: Callable[[str], str | None] = shutil.which
     make_stack: Callable[[str], Any] = AutomationStack
+    # `run --destroy` opens the stack without creating it (None: AutomationStack.existing, or make_stack where a
+    # test replaced it); a missing stack raises run_platforms.NoStackError.
+    open_stack: Callable[[str], Any] | None = None
     make_probe: Callable[[config.StackConfig], Probe] | None = None
     ask: Callable[[str], str] = input
     say: Callable[[str], None] = print
@@ -385,12 +389,19 @@ def execute(
         say("  Nothing was created." if not destroy_only else "  Nothing was changed.")
         return EXIT_NO_CLI if problems[0].startswith("the Pulumi CLI") else EXIT_USAGE
     try:
-        stack = deps.make_stack(name)
+        if destroy_only:
+            opener = deps.open_stack or (AutomationStack.existing if deps.make_stack is AutomationStack else None)
+            stack = (opener or deps.make_stack)(name)
+        else:
+            stack = deps.make_stack(name)
         raw = stack.raw_config() if hasattr(stack, "raw_config") else None
         cfg = stack_cfg(name, raw or None)
     except config.ConfigError as err:
         say(f"error: {err}")
         return EXIT_USAGE
+    except NoStackError:
+        say(f"stack {name} does not exist in this backend: nothing to destroy (nothing was created)")
+        return EXIT_PASS
     except Exception as err:
         say(f"error: cannot open stack {name} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED
