@@ -157,7 +157,9 @@ def parse_text(text: str, where: str, root: Path | None = None) -> dict[str, str
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        near = pulumi_view.key_near(text, mark.line) if mark is not None else ""
+        # An unclosed [ or { is found lines later: its opening line (the context) names the key.
+        context = getattr(err, "context_mark", None) if "flow" in str(getattr(err, "context", "")) else None
+        near = pulumi_view.key_near(text, (context or mark).line) if mark is not None else ""
         near_key = f" (near key {near})" if near else ""
         raise StackFileError([f"{where}: not valid YAML{at}{near_key}: {getattr(err, 'problem', err)}"]) from None
     if not isinstance(data, dict):

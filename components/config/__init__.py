@@ -79,8 +79,8 @@ __all__ = [
     "StackConfig",
     "Versions",
     "load",
-    "written_keys",
     "parse",
     "parse_ttl",
     "raw_from_pulumi",
+    "written_keys",
 ]
