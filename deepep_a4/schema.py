@@ -95,7 +95,7 @@ def settings_markdown() -> str:
         "defaults in Pulumi.yaml, which would make every key required (a project key with neither default nor",
         "value is, to `mergeConfig`). Preview and up also type-check each value against the `type` below",
         "(`validateStackConfigValue`); the plan refuses first what they would refuse, in their words, and a value",
-        "YAML reads as something else (write `\"13.0\"`: YAML reads 13.0 as the number 13). `pulumi config set`",
+        'YAML reads as something else (write `"13.0"`: YAML reads 13.0 as the number 13). `pulumi config set`',
         "stores a string: give a list as a YAML list in the file or with `--path 'deepep-a4:benchmarks[0]'`, and",
         "booleans in lower case (`--type bool` reads `True` as false before CLI 3.215).",
         "",

@@ -59,7 +59,7 @@ def test_readme_path_and_run_reach_the_first_google_call(
     monkeypatch.delenv("PULUMI_BACKEND_URL")  # the README logs in
     reached = []
     for step in readme_steps(stack):
-        if step[0] == "pulumi" and step[1:3] == ["destroy", "--refresh"]:
+        if "destroy" in step:
             continue  # the teardown comes after the run below
         if step[0] == "pulumi":
             done = pulumi(cli.project, *step[1:])
