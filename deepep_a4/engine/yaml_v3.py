@@ -122,13 +122,9 @@ class DuplicateKeyError(ValueError):
 
 
 def _scalar(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
-    if node.style:  # quoted, or a block scalar (| >): a string to yaml.v3
-        return node.value
-    if node.tag not in ("tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and (
-        not node.tag.startswith("tag:yaml.org,2002:")
-    ):
-        return node.value
-    return resolve_plain(node.value)
+    # Quoted or a block scalar (| >): a string to yaml.v3. A plain scalar's explicit tag (`!!str 13.0`) is not
+    # kept by PyYAML's nodes: it is typed as an untagged one (stack files do not use tags).
+    return node.value if node.style else resolve_plain(node.value)
 
 
 def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
