@@ -31,14 +31,19 @@ from deepep_a4 import stackfile  # noqa: E402
 # Pulumi reads a stack file into ProjectStack and drops any other top-level key (a `deepep-a4:ttl` written outside
 # `config:`); the program reads its own file, where there is one, to refuse that (deepep_a4/stackfile.py).
 _stack_file = stackfile.stack_file(pulumi.get_stack(), Path(__file__).absolute().parent)
+# The engine merges Pulumi.yaml's defaults into the config it hands over (pkg/workspace/config.go mergeConfig):
+# the keys the file writes are the ones the user wrote (docs/settings.md#what-the-program-receives).
+_written: set[str] = set()
 if _stack_file.is_file():
     _data = yaml.safe_load(_stack_file.read_text()) or {}
     _outside = stackfile.outside_config(_data, str(_stack_file)) if isinstance(_data, dict) else []
     if _outside:
         raise pulumi.RunError("; ".join(_outside))
+    _config = _data.get("config") if isinstance(_data, dict) else None
+    _written = set(stackfile.project_keys({str(k): "" for k in _config})) if isinstance(_config, dict) else set()
 
 try:
-    cfg = config.load()
+    cfg = config.load(_written)
 except config.ConfigError as err:
     # RunError prints the message alone: the user needs the keys, not a traceback.
     raise pulumi.RunError(str(err)) from None

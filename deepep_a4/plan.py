@@ -225,8 +225,9 @@ def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]
     """(name, raw namespaced config, validated config) of a stack given by name or file; raises UsageError."""
     try:
         name, _ = stackfile.resolve(stack_arg, plan_engine.ROOT)
-        stack_cfg = stackfile.read(name, plan_engine.ROOT)
-        cfg = config.parse(stackfile.project_keys(stack_cfg), name)
+        written = stackfile.read(name, plan_engine.ROOT)
+        stack_cfg = stackfile.merged(written, plan_engine.ROOT)  # what the program gets at `pulumi up`
+        cfg = config.parse(stackfile.project_keys(stack_cfg), name, written=set(stackfile.project_keys(written)))
     except stackfile.StackFileError as err:
         raise UsageError([str(p) for p in err.problems]) from None
     except config.ConfigError as err:

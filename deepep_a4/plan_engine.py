@@ -352,7 +352,8 @@ def run_program(
     gcp_project = str(raw.get("project", ""))
     mocks = PlanMocks(gcp_project)
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_all_config(as_engine_config(stack_cfg))
+    # The engine merges Pulumi.yaml's defaults into the config the program receives (engine/config_pipeline.py).
+    pulumi.runtime.set_all_config(stackfile.merged(as_engine_config(stack_cfg), ROOT))
     pulumi.runtime.set_mocks(mocks, project=config.PROJECT_NAME, stack=stack, preview=False, monitor=monitor)
     artifacts.reset()
 

@@ -53,6 +53,7 @@ from deepep_a4.run_platforms import (
     AutomationStack,
     GceProbe,
     GkeProbe,
+    NoStackError,
     Progress,
     RunFailedError,
 )
@@ -77,7 +78,7 @@ AUTH_PLUGIN_MISSING = (
     "package), then run this again.\n  Nothing was created."
 )
 CLI_MISSING = (
-    "run_benchmark.py drives `pulumi up` and `pulumi destroy` through Pulumi's Automation API, which needs the "
+    "deepep-a4 run drives `pulumi up` and `pulumi destroy` through Pulumi's Automation API, which needs the "
     "Pulumi CLI on PATH.\n  Install it: https://www.pulumi.com/docs/install/ (e.g. `curl -fsSL https://get.pulumi.com "
     "| sh`), then `pulumi login` (or `pulumi login --local`) and run this again.\n  Nothing was created. The offline "
     "plan needs no CLI: .venv/bin/deepep-a4 plan --stack STACK"
@@ -297,8 +298,7 @@ class BenchmarkRun:
 
 def stack_cfg(name: str, raw: dict[str, Any] | None = None) -> config.StackConfig:
     """The stack's validated config: the Automation API's view when given, else the stack file."""
-    raw = raw if raw is not None else stackfile.read(name, ROOT)
-    return config.parse(stackfile.project_keys(raw), name)
+    return stackfile.parse_stack(name, ROOT, raw)
 
 
 def deployed_refusal(name: str, cfg: config.StackConfig, stack: Any, now: dt.datetime | None = None) -> str | None:
@@ -327,6 +327,9 @@ class Deps:
 
     which: Callable[[str], str | None] = shutil.which
     make_stack: Callable[[str], Any] = AutomationStack
+    # `run --destroy` opens the stack without creating it (None: AutomationStack.existing, or make_stack where a
+    # test replaced it); a missing stack raises run_platforms.NoStackError.
+    open_stack: Callable[[str], Any] | None = None
     make_probe: Callable[[config.StackConfig], Probe] | None = None
     ask: Callable[[str], str] = input
     say: Callable[[str], None] = print
@@ -340,7 +343,29 @@ class Deps:
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
-@click.command("run", help=(__doc__ or "").split("\n\n")[0], context_settings={"show_default": True})
+RUN_HELP = f"""{(__doc__ or "").split(chr(10) * 2)[0].strip()}
+
+It creates billed A4 machines (a4-highgpu-8g, 8 B200 GPUs each; spot by default) in your Google Cloud project,
+and for GKE stacks a cluster; it destroys the stack at the end unless --keep. `deepep-a4 plan` and `deepep-a4
+cost` show what it would create and bill, offline.
+
+\b
+It needs first:
+  - the Pulumi CLI 3.208 or newer, logged in: `pulumi login --local`, `pulumi login gs://BUCKET`,
+    or PULUMI_ACCESS_TOKEN for Pulumi Cloud;
+  - on a local or gs:// backend the stack's passphrase: PULUMI_CONFIG_PASSPHRASE_FILE
+    (or PULUMI_CONFIG_PASSPHRASE);
+  - Google Application Default Credentials: `gcloud auth application-default login`;
+  - gke-gcloud-auth-plugin on PATH for GKE stacks.
+
+\b
+Exit status: {EXIT_PASS} the report's gate passed, {EXIT_GATE_FAILED} it failed (or a benchmark failed),
+{EXIT_USAGE} bad arguments or config (nothing created), {EXIT_NO_CLI} the Pulumi CLI missing, too old or not
+logged in, or the auth plugin missing, {EXIT_FAILED} the stack did not come up, its preview failed or a wait
+timed out, {EXIT_DESTROY_FAILED} the destroy failed, {EXIT_INTERRUPTED} interrupted."""
+
+
+@click.command("run", help=RUN_HELP, context_settings={"show_default": True})
 @click.option("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
 @click.option("--keep", is_flag=True, help="leave the stack up after a successful run")
 @click.option("--yes", "assume_yes", is_flag=True, help="destroy after a failure or Ctrl-C without asking")
@@ -386,12 +411,19 @@ def execute(
         say("  Nothing was created." if not destroy_only else "  Nothing was changed.")
         return EXIT_NO_CLI if problems[0].startswith("the Pulumi CLI") else EXIT_USAGE
     try:
-        stack = deps.make_stack(name)
+        if destroy_only:
+            opener = deps.open_stack or (AutomationStack.existing if deps.make_stack is AutomationStack else None)
+            stack = (opener or deps.make_stack)(name)
+        else:
+            stack = deps.make_stack(name)
         raw = stack.raw_config() if hasattr(stack, "raw_config") else None
         cfg = stack_cfg(name, raw or None)
     except config.ConfigError as err:
         say(f"error: {err}")
         return EXIT_USAGE
+    except NoStackError:
+        say(f"stack {name} does not exist in this backend: nothing to destroy (nothing was created)")
+        return EXIT_PASS
     except Exception as err:
         say(f"error: cannot open stack {name} with the Pulumi CLI: {str(err).strip()[-1000:]}")
         return EXIT_FAILED

@@ -30,6 +30,10 @@ INSTALLER_SELECTOR = f"app.kubernetes.io/name={names.INSTALLER_NAME}"
 LOG_HEAD_BYTES = 4096
 
 
+class NoStackError(Exception):
+    """The backend has no stack of that name: there is nothing to destroy."""
+
+
 class RunFailedError(Exception):
     """A phase failed or timed out; the message says which and why."""
 
@@ -54,11 +58,25 @@ class Progress:
 class AutomationStack:
     """The stack as `pulumi` in this folder sees it: Pulumi.yaml, stacks/Pulumi.<name>.yaml."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, create: bool = True):
+        """`create=False` selects the stack only (`pulumi stack select`): `create_or_select_stack` would make a
+        missing one, which writes an encryptionsalt into its tracked stack file (issue 41); a missing stack
+        raises NoStackError."""
         from pulumi import automation as auto
 
         self.name = name
-        self._stack = auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT))
+        if create:
+            self._stack = auto.create_or_select_stack(stack_name=name, work_dir=str(ROOT))
+            return
+        try:
+            self._stack = auto.select_stack(stack_name=name, work_dir=str(ROOT))
+        except auto.StackNotFoundError:
+            # automation/errors.py: the CLI's "no stack named 'NAME' found" (backenderr.StackNotFoundError).
+            raise NoStackError(name) from None
+
+    @classmethod
+    def existing(cls, name: str) -> AutomationStack:
+        return cls(name, create=False)
 
     def raw_config(self) -> dict[str, Any]:
         values = self._stack.get_all_config()

@@ -39,6 +39,13 @@ from deepep_a4.paths import project_root
 
 ROOT = project_root()
 MIN_CLI = (3, 208, 0)
+# Never logged in, the CLI means Pulumi Cloud and, non-interactive, fails with this (pulumi/pulumi
+# pkg/backend/backenderr/backenderr.go MissingEnvVarForNonInteractiveError at 1b5949891b3cefcb9974752b24a5ecef0acc86c8).
+LOGIN_ERROR = "PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI sessions"
+NOT_LOGGED_IN = (
+    "the Pulumi CLI is not logged in to a backend (`pulumi whoami`: " + LOGIN_ERROR + "): run `pulumi login --local` "
+    "(state on this machine) or `pulumi login gs://BUCKET`, or export PULUMI_ACCESS_TOKEN for Pulumi Cloud"
+)
 POLICY_PACK = ROOT / "policy"
 SECRETS_FIX = (
     "export PULUMI_CONFIG_PASSPHRASE_FILE=~/.pulumi-passphrase (a file holding the stack's passphrase; "
@@ -115,6 +122,13 @@ def secrets_problem(name: str, backend_url: str, env: Mapping[str, str], root: P
     if "PULUMI_CONFIG_PASSPHRASE" in env:  # set, even empty, is a passphrase (readPassphrase: LookupEnv)
         return None
     phrase_file = env.get("PULUMI_CONFIG_PASSPHRASE_FILE", "")
+    if phrase_file.startswith("~"):
+        # readPassphrase takes filepath.Abs of the value: `~` is a folder named ~ there; only a shell expands it.
+        return (
+            f"PULUMI_CONFIG_PASSPHRASE_FILE={phrase_file} starts with a literal ~: the shell did not expand it (it was "
+            f"quoted, or set in a file the shell does not read) and Pulumi reads it as a folder named ~ under "
+            f"{root}; write the full path: export PULUMI_CONFIG_PASSPHRASE_FILE=$HOME{phrase_file[1:]}"
+        )
     if phrase_file:
         # readPassphrase: filepath.Abs (no ~ expansion), from the CLI's folder, the workspace's work_dir.
         if (root / phrase_file).is_file():
@@ -170,6 +184,8 @@ def check(
     try:
         cli = read()
     except Exception as err:  # a CLI that cannot answer `pulumi version` is as good as none
+        if LOGIN_ERROR in str(err):
+            return [NOT_LOGGED_IN]
         return [f"the Pulumi CLI did not answer `pulumi version`: {type(err).__name__}: {str(err).strip()[-300:]}"]
     if problem := version_problem(cli.version):
         return [problem]

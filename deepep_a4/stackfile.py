@@ -9,13 +9,13 @@ gates all read stack files here, so a stack that plans offline is the stack `pul
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from components.config.keys import PROJECT_NAME
+from deepep_a4.engine import stack_view as pulumi_view
 from deepep_a4.paths import project_root
 
 STACK_FILE_PREFIX = "Pulumi."
@@ -25,6 +25,8 @@ STACK_FILE_SUFFIX = ".yaml"
 PROVIDER_NAMESPACES = {"gcp": "project, region and zone", "kubernetes": "the cluster"}
 # The top-level keys of a stack file: Pulumi's ProjectStack (pulumi/pulumi sdk/go/common/workspace/project.go:
 # secretsprovider, encryptedkey, encryptionsalt, config, environment).
+# The artifact store's own project (store/Pulumi.yaml): its keys belong in store/Pulumi.<stack>.yaml.
+STORE_PROJECT = f"{PROJECT_NAME}-store"
 STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
 
 
@@ -108,18 +110,22 @@ def resolve(stack: str, root: Path | None = None) -> tuple[str, Path]:
     return stack, path
 
 
-def _as_pulumi_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
-
-
 def _key_problems(key: str) -> list[str]:
     namespace, sep, name = key.partition(":")
+    if not sep and key == PROJECT_NAME:
+        return [
+            f"config key {key!r} holds a block: Pulumi reads no nesting; write each setting on its own line "
+            f"directly under config:, as {PROJECT_NAME}:<key>: <value> (e.g. {PROJECT_NAME}:ttl: 8h)"
+        ]
     if not sep:
         return [f"config key {key!r} has no namespace: Pulumi refuses it; write {PROJECT_NAME}:{key}"]
     if namespace == PROJECT_NAME:
         return []
+    if namespace == STORE_PROJECT:
+        return [
+            f"config key {key!r} is the store project's (store/Pulumi.yaml): set it in store/Pulumi.<stack>.yaml and "
+            f"run `pulumi up` in store/; a benchmark stack names the store with {PROJECT_NAME}:artifactStore"
+        ]
     if namespace in PROVIDER_NAMESPACES:
         return [
             f"config key {key!r}: the program's {namespace} provider is explicit and ignores {namespace}:* keys; "
@@ -141,8 +147,9 @@ def outside_config(data: dict[Any, Any], where: str) -> list[str]:
     ]
 
 
-def parse_text(text: str, where: str) -> dict[str, str]:
-    """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them."""
+def parse_text(text: str, where: str, root: Path | None = None) -> dict[str, str]:
+    """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them (the keys
+    the user wrote; `merged` adds Pulumi.yaml's defaults as the engine does)."""
     try:
         data = yaml.load(text, Loader=_Pulumi12Loader) or {}  # noqa: S506 - a SafeLoader subclass
     except _DuplicateKeyError as err:
@@ -150,7 +157,11 @@ def parse_text(text: str, where: str) -> dict[str, str]:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise StackFileError([f"{where}: not valid YAML{at}: {getattr(err, 'problem', err)}"]) from None
+        # An unclosed [ or { is found lines later: its opening line (the context) names the key.
+        context = getattr(err, "context_mark", None) if "flow" in str(getattr(err, "context", "")) else None
+        near = pulumi_view.key_near(text, (context or mark).line) if mark is not None else ""
+        near_key = f" (near key {near})" if near else ""
+        raise StackFileError([f"{where}: not valid YAML{at}{near_key}: {getattr(err, 'problem', err)}"]) from None
     if not isinstance(data, dict):
         raise StackFileError([f"{where}: the file must be a mapping with a `config:` key"])
     outside = outside_config(data, where)
@@ -163,16 +174,37 @@ def parse_text(text: str, where: str) -> dict[str, str]:
     problems = [p for key in cfg for p in _key_problems(str(key))]
     if problems:
         raise StackFileError([f"{where}: {p}" for p in problems])
-    return {str(k): _as_pulumi_string(v) for k, v in cfg.items()}
+    # The values as the CLI reads them (yaml.v3) and type-checks them against Pulumi.yaml (engine/).
+    engine = pulumi_view.engine_problems(text, where, cfg, root)
+    if engine.problems:
+        raise StackFileError([f"{where}: {p}" for p in engine.problems])
+    return engine.config
 
 
 def read(stack: str, root: Path | None = None) -> dict[str, str]:
     """The config of a stack (by name or file) as Pulumi hands it to the program: namespaced, all strings."""
     _, path = resolve(stack, root)
-    return parse_text(path.read_text(), str(path))
+    return parse_text(path.read_text(), str(path), root)
 
 
 def project_keys(stack_cfg: dict[str, str]) -> dict[str, str]:
     """The keys of this project's namespace, without the namespace."""
     prefix = f"{PROJECT_NAME}:"
     return {k[len(prefix) :]: v for k, v in stack_cfg.items() if k.startswith(prefix)}
+
+
+def merged(stack_cfg: dict[str, str], root: Path | None = None) -> dict[str, str]:
+    """The config the program receives at `pulumi up`: the stack's keys and Pulumi.yaml's defaults for the
+    others (pkg/workspace/config.go mergeConfig; deepep_a4/engine/config_pipeline.py)."""
+    return pulumi_view.merged(stack_cfg, root or project_root())
+
+
+def parse_stack(name: str, root: Path | None = None, raw: dict[str, Any] | None = None) -> Any:
+    """The validated config of stack `name` from what the program receives (`raw`: `pulumi config --json`,
+    else the stack file merged with Pulumi.yaml's defaults); only the keys the stack file writes count as
+    written (docs/settings.md#what-the-program-receives)."""
+    from components import config
+
+    written_cfg = read(name, root)
+    program = merged(dict(raw) if raw is not None else written_cfg, root)
+    return config.parse(project_keys(program), name, written=set(project_keys(written_cfg)))

@@ -259,7 +259,8 @@ def build_command(
     cfg, url = store.stack_and_store(stack, store_url, required=not dry_run)
     chosen = image_for(cfg, image)
     folder: Path = work or Path.home() / ".cache" / "deepep-a4" / "build" / cfg.stack
-    why = store_remote.remote_reason(remote)
+    # A dry run starts no container: it shows the local build whether or not the docker daemon answers now.
+    why = store_remote.remote_reason(remote, daemon=(lambda: True) if dry_run else None)
     if why:
         sha = remote_build(cfg, url, chosen, folder, from_dir, build_project, why, dry_run)
         if not sha:

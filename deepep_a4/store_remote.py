@@ -34,6 +34,7 @@ import io
 import platform
 import re
 import shutil
+import subprocess
 import tarfile
 import time
 import warnings
@@ -60,7 +61,25 @@ DONE = {"SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED
 POLL_S = 10.0
 
 
-def remote_reason(remote: bool, which: Callable[[str], str | None] | None = None, machine: str = "") -> str:
+def docker_daemon_answers() -> bool:
+    """`docker version` exits non-zero when the client cannot reach the daemon ("Cannot connect to the Docker
+    daemon at unix:///var/run/docker.sock. Is the docker daemon running?", docker/cli cli/command/system/version.go
+    prints the client part, then returns the server error): a docker on PATH is not yet a docker that builds."""
+    try:
+        done = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def remote_reason(
+    remote: bool,
+    which: Callable[[str], str | None] | None = None,
+    machine: str = "",
+    daemon: Callable[[], bool] | None = None,
+) -> str:
     """Why the build runs on Cloud Build ("" = here, in docker)."""
     arch, which = machine or platform.machine(), which or shutil.which
     if remote:
@@ -69,6 +88,8 @@ def remote_reason(remote: bool, which: Callable[[str], str | None] | None = None
         return "no docker on PATH"
     if arch.lower() not in ("x86_64", "amd64"):
         return f"this machine is {arch}, the build is linux/amd64 (emulation would take hours)"
+    if not (daemon or docker_daemon_answers)():
+        return "docker is on PATH but its daemon does not answer (`docker version`)"
     return ""
 
 

@@ -41,7 +41,7 @@ from components.config.model import (
     StackConfig,
     Versions,
 )
-from components.config.parse import load, parse, raw_from_pulumi
+from components.config.parse import load, parse, raw_from_pulumi, written_keys
 from components.config.rules import GCE_FIRST_HOST_OFFSET, parse_ttl
 
 __all__ = [
@@ -82,4 +82,5 @@ __all__ = [
     "parse",
     "parse_ttl",
     "raw_from_pulumi",
+    "written_keys",
 ]

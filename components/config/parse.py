@@ -140,11 +140,14 @@ def _unknown_keys(raw: Mapping[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem(unknown, raw[unknown], f"unknown key; {hint}see docs/settings.md for the allowed keys"))
 
 
-def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
+def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -> model.StackConfig:
     """Builds the validated config of `stack` from raw key/value pairs (keys without namespace).
 
+    `written`: the keys the user wrote, when `raw` holds more (the engine's map, Pulumi.yaml's defaults merged
+    in: the rules on what a stack writes must not count those); all of `raw` when not given.
     Raises ConfigError listing every problem found.
     """
+    given = set(raw) if written is None else set(written) & set(raw)
     problems: list[Problem] = []
     _unknown_keys(raw, problems)
 
@@ -163,14 +166,14 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         # The profile picks the defaults and most rules (nodeProfile host_install): read as another profile, the
         # rules below would advise on a profile the stack does not have; the user fixes it first.
         raise ConfigError(problems)
-    profile_defaults(v, set(raw))
-    deepep_defaults(v, set(raw))
+    profile_defaults(v, given)
+    deepep_defaults(v, given)
     v["_gkeImageType"] = NODE_IMAGE_TYPES[v["nodeProfile"]]
     gke = replace(_group(model.GkeOptions, v), image_type=v["_gkeImageType"])
 
     if "platform" not in unknown:  # `platform: GKE` must not call the gke keys the stack has wrong
-        check_explicit(v, set(raw), problems)
-    check_node_profile(v, set(raw), problems)
+        check_explicit(v, given, problems)
+    check_node_profile(v, given, problems)
     check_identity(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)
@@ -181,7 +184,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     check_gce(v, problems)
     check_store(v, problems)
     check_benchmarks(v, problems)
-    check_installer_image(v, set(raw), problems)
+    check_installer_image(v, given, problems)
     check_range_sizes(v, problems)
     check_endpoint(v, problems)
     check_gce_image_os(v, problems)
@@ -261,8 +264,29 @@ def raw_from_pulumi() -> dict[str, Any]:
     return {k[len(prefix) :]: val for k, val in merged.items() if k.startswith(prefix)}
 
 
-def load() -> model.StackConfig:
-    """The validated config of the running stack; raises ConfigError before any resource exists."""
+def default_text(key: Key) -> str:
+    """A key's Pulumi.yaml default as the engine merges it (pulumi/pulumi pkg/workspace/config.go
+    createConfigValue at 1b5949891b3cefcb9974752b24a5ecef0acc86c8: string, int, bool as fmt "%v"; a list as
+    Go's compact JSON)."""
+    if isinstance(key.default, bool):
+        return "true" if key.default else "false"
+    if isinstance(key.default, (list, tuple)):
+        return json.dumps(list(key.default), separators=(",", ":"))
+    return str(key.default)
+
+
+def written_keys(raw: Mapping[str, Any], in_stack_file: set[str] | None) -> set[str]:
+    """The keys of `raw` (the engine's merged map) the user wrote: those in the stack file, and any whose
+    value is not Pulumi.yaml's default (a value from an ESC environment or an Automation API caller that set
+    config without writing the file). A default merged in by the engine is not written (docs/settings.md)."""
+    differ = {k for k, v in raw.items() if k not in KEYS_BY_NAME or str(v) != default_text(KEYS_BY_NAME[k])}
+    return (set(in_stack_file or ()) & set(raw)) | differ
+
+
+def load(in_stack_file: set[str] | None = None) -> model.StackConfig:
+    """The validated config of the running stack; raises ConfigError before any resource exists.
+    `in_stack_file`: the keys (without namespace) the stack's file writes, read by __main__.py."""
     import pulumi
 
-    return parse(raw_from_pulumi(), pulumi.get_stack())
+    raw = raw_from_pulumi()
+    return parse(raw, pulumi.get_stack(), written=written_keys(raw, in_stack_file))

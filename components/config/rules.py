@@ -204,14 +204,23 @@ def check_network(v: dict[str, Any], problems: list[Problem]) -> None:
 
 
 def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
+    if not 0 <= v["gidIndex"] <= 255:
+        problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
     if v["nicHandler"] == "cpu" and not v["gdrcopyKernelModule"]:
         problems.append(
             Problem(
                 "nicHandler",
                 "cpu",
-                "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu",
+                "the cpu NIC handler needs the GDRCopy kernel module, which only nodeProfile=host-install loads: "
+                "use gpu"
+                if v["nodeProfile"] == "supported"
+                else "the cpu NIC handler needs the GDRCopy kernel module: set gdrcopyKernelModule=true or use gpu",
             )
         )
+    if v["nodeProfile"] == "supported":
+        # hcaPrefix and useDocaOfed are host-install keys there (check_node_profile refuses them, and an old
+        # NVSHMEM): advice to set them would be refused by the next check (issue 41).
+        return
     if v["hcaPrefix"] == "mlx5" and not v["useDocaOfed"]:
         problems.append(
             Problem(
@@ -232,8 +241,6 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
                 "or newer, or DOCA-OFED with hcaPrefix=mlx5",
             )
         )
-    if not 0 <= v["gidIndex"] <= 255:
-        problems.append(Problem("gidIndex", v["gidIndex"], "must be 0-255 (3 is RoCE v2 on GCP)"))
 
 
 def check_store(v: dict[str, Any], problems: list[Problem]) -> None:

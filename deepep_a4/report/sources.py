@@ -249,7 +249,7 @@ def _stack_benchmarks(stack: str, what: str) -> Any:
     from components import config
 
     try:
-        cfg = config.parse(stackfile.project_keys(stackfile.read(stack, ROOT)), stack)
+        cfg = stackfile.parse_stack(stack, ROOT)
     except (stackfile.StackFileError, config.ConfigError) as err:
         raise SourceError(f"stack {stack}: cannot read its {what}: {err}") from None
     return cfg.benchmarks

@@ -30,6 +30,9 @@ class Cli:
 
     def __init__(self, tmp: Path):
         self.root, self.log, self.state = tmp / "pulumi", tmp / "calls.jsonl", tmp / "state"
+        # A copy of the project: the CLI writes into stack files (`stack init`'s salt, `config set`), and the
+        # checkout's are tracked.
+        self.project = tmp / "project"
 
     def calls(self) -> list[list[str]]:
         if not self.log.exists():
@@ -64,7 +67,19 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
     shutil.copytree(run_platforms.POLICY_PACK, pack, ignore=shutil.ignore_patterns("venv", "__pycache__"))
     monkeypatch.setattr(run_preflight, "POLICY_PACK", pack)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    copy_project(standin.project)
+    monkeypatch.setattr(run_platforms, "ROOT", standin.project)
+    monkeypatch.setattr(rb, "ROOT", standin.project)
     return standin
+
+
+def copy_project(dest: Path) -> Path:
+    """Pulumi.yaml, the stack files and the store project: what the CLI reads and writes."""
+    dest.mkdir(parents=True)
+    shutil.copy(ROOT / "Pulumi.yaml", dest / "Pulumi.yaml")
+    shutil.copytree(ROOT / "stacks", dest / "stacks")
+    shutil.copytree(ROOT / "store", dest / "store", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
 
 
 def deepep_run(stack: str, *argv: str, probe: Any = None, tmp: Path | None = None) -> tuple[int, list[str]]:
@@ -103,7 +118,7 @@ def test_the_standin_fails_without_a_passphrase_as_the_cli_does(cli: Cli) -> Non
     from pulumi import automation as auto
 
     with pytest.raises(auto.errors.CommandError) as err:
-        auto.create_or_select_stack("gce-b200-ubuntu", work_dir=str(ROOT))
+        auto.create_or_select_stack("gce-b200-ubuntu", work_dir=str(cli.project))
     assert PASSPHRASE_ERROR in str(err.value)
 
 
@@ -184,7 +199,7 @@ def test_without_the_preview_up_skip_preview_creates_resources_before_the_violat
 
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
     monkeypatch.setenv("STANDIN_VIOLATION", "a spot VM needs a TTL")
-    stack = auto.create_or_select_stack("gce-b200-ubuntu", work_dir=str(ROOT))
+    stack = auto.create_or_select_stack("gce-b200-ubuntu", work_dir=str(cli.project))
     with pytest.raises(auto.errors.CommandError):
         stack.up(policy_packs=[str(run_platforms.POLICY_PACK)])
     up = next(c for c in cli.calls() if c[0] == "up")

@@ -19,17 +19,16 @@ def project(tmp_path: Path, body: str, stack: str = "t") -> Path:
 
 def test_unquoted_off_arrives_as_the_word_pulumi_passes() -> None:
     # PyYAML alone reads `off` as False (YAML 1.1); Pulumi's reader passes the text "off".
-    cfg = stackfile.parse_text(
-        "config:\n  deepep-a4:ttl: off\n  deepep-a4:nodeCount: 4\n  deepep-a4:sshViaIap: yes\n", "x"
-    )
-    assert cfg == {"deepep-a4:ttl": "off", "deepep-a4:nodeCount": "4", "deepep-a4:sshViaIap": "yes"}
+    cfg = stackfile.parse_text("config:\n  deepep-a4:ttl: off\n  deepep-a4:nodeCount: 4\n", "x")
+    assert cfg == {"deepep-a4:ttl": "off", "deepep-a4:nodeCount": "4"}
     parsed = config.parse({"project": "my-project-1", "provisioning": "on-demand", "ttl": cfg["deepep-a4:ttl"]}, "t")
     assert parsed.ttl_seconds is None
 
 
 def test_lists_arrive_as_json_like_pulumi_object_config() -> None:
     cfg = stackfile.parse_text("config:\n  deepep-a4:benchmarks: [intranode, internode]\n", "x")
-    assert cfg["deepep-a4:benchmarks"] == '["intranode", "internode"]'
+    # Go's encoding/json: compact (pulumi/pulumi sdk/go/common/resource/config/object.go MarshalString).
+    assert cfg["deepep-a4:benchmarks"] == '["intranode","internode"]'
 
 
 def test_key_without_namespace_is_refused_not_ignored() -> None:
@@ -107,7 +106,14 @@ def test_a_key_written_twice_is_refused_with_both_values_and_lines() -> None:
     )
 
 
-def test_a_yaml_object_arrives_as_json_text_like_pulumi_object_config() -> None:
+def test_a_yaml_object_where_pulumi_yaml_declares_a_string_is_refused_as_preview_refuses_it() -> None:
+    # Pulumi.yaml declares versionOverrides `type: string`; pulumi/pulumi pkg/workspace/config.go
+    # validateStackConfigValue refuses an object value for it before the program runs.
     text = 'config:\n  deepep-a4:versionOverrides:\n    gdrcopy: {version: "2.6", url: "https://x", sha256: "a"}\n'
-    [(_, value)] = stackfile.parse_text(text, "s").items()
-    assert value == '{"gdrcopy": {"version": "2.6", "url": "https://x", "sha256": "a"}}'
+    with pytest.raises(stackfile.StackFileError) as err:
+        stackfile.parse_text(text, "stacks/Pulumi.s.yaml")
+    [line] = err.value.problems
+    assert "Stack 's' with configuration key 'versionOverrides' must be of type 'string'" in line
+    assert "write the JSON as one quoted string" in line
+    quoted = 'config:\n  deepep-a4:versionOverrides: \'{"gdrcopy": {"version": "2.6"}}\'\n'
+    assert stackfile.parse_text(quoted, "s") == {"deepep-a4:versionOverrides": '{"gdrcopy": {"version": "2.6"}}'}

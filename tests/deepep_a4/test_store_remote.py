@@ -195,8 +195,24 @@ def test_the_step_scripts_pass_shellcheck(script: str, tmp_path: Path) -> None:
     ],
 )
 def test_remote_or_local(remote: bool, docker: str | None, machine: str, why: str) -> None:
-    assert store_remote.remote_reason(remote, lambda _: docker, machine).startswith(why)
-    assert bool(store_remote.remote_reason(remote, lambda _: docker, machine)) == bool(why)
+    assert store_remote.remote_reason(remote, lambda _: docker, machine, lambda: True).startswith(why)
+    assert bool(store_remote.remote_reason(remote, lambda _: docker, machine, lambda: True)) == bool(why)
+
+
+def test_a_docker_whose_daemon_does_not_answer_builds_on_cloud_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docker CLI without a daemon: `docker version` prints the client part and exits 1 with the error."""
+    docker = tmp_path / "docker"
+    docker.write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+        "Is the docker daemon running?' >&2\nexit 1\n"
+    )
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert not store_remote.docker_daemon_answers()
+    why = store_remote.remote_reason(False, machine="x86_64")
+    assert why == "docker is on PATH but its daemon does not answer (`docker version`)"
 
 
 def test_dry_run_without_docker_prints_the_cloud_build_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
