@@ -409,7 +409,9 @@ KEYS: tuple[Key, ...] = (
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 # Keys only one platform reads: setting one on the other platform is refused, not ignored.
 PLATFORM_KEYS: dict[str, tuple[str, ...]] = {
-    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking"),
+    # localSsdCount: the GKE pool's ephemeral storage; containerImage: the GKE pods' image (a GCE VM runs both
+    # on the host: components/gce reads neither).
+    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking", "localSsdCount", "containerImage"),
     "gce": ("gceImage", "terminationAction"),
 }
 

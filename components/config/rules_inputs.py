@@ -197,7 +197,23 @@ def check_endpoint(v: dict[str, Any], problems: list[Problem]) -> None:
                 "with gkePublicEndpoint false and no gkeAuthorizedNetworks the control plane has only its private IP "
                 "endpoint, reachable from inside the new VPC alone (this stack makes no bastion), so pulumi cannot "
                 "create the workloads: set gkeDnsEndpoint true (IAM-authorized), or gkePublicEndpoint true with "
-                "gkeAuthorizedNetworks, or list the private range you run pulumi from (VPN, Interconnect)",
+                "gkeAuthorizedNetworks (your public address, e.g. 203.0.113.5/32)",
+            )
+        )
+    internal = [c for c in v["gkeAuthorizedNetworks"] if (n := _any_net(c)) is not None and _internal(n)]
+    if not v["gkeDnsEndpoint"] and internal and len(internal) == len(v["gkeAuthorizedNetworks"]):
+        # Without the DNS endpoint pulumi reaches the control plane by IP. A private (RFC 1918) source reaches
+        # only the private endpoint, and only from the cluster's VPC or networks connected to it (same page,
+        # "Private endpoint"); this stack makes that VPC in the same `pulumi up`, with no VPN, Interconnect or
+        # peering, so no private range (a home or office LAN, behind its public NAT address) is one pulumi runs in.
+        problems.append(
+            Problem(
+                "gkeAuthorizedNetworks",
+                internal,
+                "private ranges reach only the private endpoint, from inside the stack's own new VPC (it has no VPN, "
+                "Interconnect or peering; a home or office LAN reaches Google from its public address), so with "
+                "gkeDnsEndpoint false pulumi could not reach the control plane: set gkeDnsEndpoint true, or "
+                "gkePublicEndpoint true with your public address (e.g. 203.0.113.5/32)",
             )
         )
     if not v["gkePublicEndpoint"] and not any(p.key == "gkeAuthorizedNetworks" for p in problems):

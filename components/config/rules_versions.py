@@ -19,7 +19,11 @@ __all__ = ["HCA_PREFIX_SINCE", "VERSION_RE", "check_versions", "gke_version_key"
 VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
 # NVIDIA's Linux driver versions: branch.minor[.patch], the patch two digits (580.126.09, 575.57.08, 390.157):
 # https://download.nvidia.com/XFree86/Linux-x86_64/ lists them so; a branch (580) takes its newest build.
-_DRIVER_RE = re.compile(r"^\d{3}(\.\d{2,3}(\.\d{2})?)?$")
+# NVIDIA's Linux driver builds are branch.minor.patch, the patch two digits (580.126.09, 570.195.03), as
+# https://download.nvidia.com/XFree86/Linux-x86_64/ lists them (read 2026-12-02: every build of branches 570 to
+# 590 has three parts); `580.126` names no build, so the installer's download would 404 at deploy.
+_DRIVER_RE = re.compile(r"\d{3}(\.\d{2,3}\.\d{2})?")
+_DRIVER_CUT_SHORT_RE = re.compile(r"\d{3}\.\d{2,3}")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
 # NVSHMEM takes the HCA name prefix from NVSHMEM_HCA_PREFIX since 3.4.5 (NVIDIA/nvshmem changelog, "Changes in
@@ -121,7 +125,18 @@ def _check_tables(v: dict[str, Any], problems: list[Problem], overrides: dict[st
 
 def _check_driver(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
     driver = v["nvidiaDriverVersion"]
-    if not _DRIVER_RE.match(driver):
+    if _DRIVER_CUT_SHORT_RE.fullmatch(driver):
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                f"is cut short: NVIDIA's driver builds have three parts ({driver}.NN, e.g. 580.126.09, as "
+                f"download.nvidia.com/XFree86/Linux-x86_64/ lists them): write the whole build, or the branch "
+                f"{driver.split('.')[0]} alone",
+            )
+        )
+        return
+    if not _DRIVER_RE.fullmatch(driver):
         problems.append(
             Problem(
                 "nvidiaDriverVersion",
