@@ -29,6 +29,7 @@ _BUCKET_RULE = (
     "starting and ending with a letter or digit, no IP address, no 'goog' prefix, no 'google' or look-alike "
     "(https://cloud.google.com/storage/docs/buckets#naming)"
 )
+BUCKET_RULE = _BUCKET_RULE
 
 
 def bucket_name_problem(name: str) -> str:
@@ -73,11 +74,20 @@ def check_store_url(v: dict[str, Any], problems: list[Problem]) -> None:
     if broken:
         problems.append(Problem("artifactStore", url, f"bucket {bucket!r} {broken}: must be {_BUCKET_RULE}"))
         return
+    if store_prefix_problem(prefix):
+        problems.append(Problem("artifactStore", url, f"prefix {prefix!r} {store_prefix_problem(prefix)}"))
+
+
+def store_prefix_problem(prefix: str) -> str:
+    """What is wrong with a store's PREFIX ("" when nothing): the store project's `prefix` and artifactStore's
+    share this rule. Our rule: the prefix limits every grant on the bucket (an IAM condition on the object
+    name), so it may not be empty or `/` (the whole bucket), and it travels in shell and CEL."""
+    segments = prefix.rstrip("/").split("/") if prefix.strip("/") else []
+    if not segments:
+        return "must not be empty: the prefix limits the grants on the bucket, an empty one grants the whole bucket"
     if any(not re.fullmatch(r"[A-Za-z0-9._-]+", s) or s in (".", "..") for s in segments):
-        # Our rule: the prefix travels in shell and CEL (the grant's condition) unquoted.
-        problems.append(
-            Problem("artifactStore", url, f"prefix {prefix!r} must be /-separated parts of letters, digits, . _ -")
-        )
+        return "must be /-separated parts of letters, digits, . _ - (no empty part, no . or ..)"
+    return ""
 
 
 # -- subnets and GKE ranges ---------------------------------------------------------------------------
