@@ -65,8 +65,8 @@ RDMA_NICS_PER_NODE = 8
 # 580 one, named like those in GoogleCloudPlatform/cluster-toolkit (examples/machine-learning/
 # a4-highgpu-8g/a4high-slurm-blueprint.yaml builds on ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522).
 IMAGE_REF_PATTERN = (
-    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
-    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))$"
+    r"projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
+    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))"
 )
 PLAIN_UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
 ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"

@@ -30,12 +30,12 @@ from components.config.rules_versions import HCA_PREFIX_SINCE, VERSION_RE
 BENCH_MAX_REPEATS = 10
 BENCH_MAX_TIMEOUT_MINUTES = 240
 
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
-_GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_NAME_PREFIX_RE = re.compile(r"[a-z][a-z0-9-]{0,28}[a-z0-9]")
+_GCP_NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_TTL_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 # registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
-_IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_IMAGE_RE = re.compile(r"[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
 # GCE's max_run_duration accepts at most 120 days.
 # The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
 GCE_FIRST_HOST_OFFSET = 10
@@ -46,7 +46,7 @@ def parse_ttl(text: str) -> int | None:
     """'8h' -> 28800; 'off' -> None; raises ValueError on anything else."""
     if text.strip().lower() in ("off", "none", "0"):
         return None
-    m = _TTL_RE.match(text.strip())
+    m = _TTL_RE.fullmatch(text.strip())
     if not text.strip() or not m or not any(m.groups()):
         raise ValueError(text)
     d, h, mi, s = (int(g or 0) for g in m.groups())
@@ -54,24 +54,24 @@ def parse_ttl(text: str) -> int | None:
 
 
 def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
-    if not _PROJECT_RE.match(v["project"]):
+    if not _PROJECT_RE.fullmatch(v["project"]):
         problems.append(Problem("project", v["project"], "must be a Google Cloud project ID (6-30 chars: a-z, 0-9, -)"))
-    if not re.match(r"^[a-z]+-[a-z]+\d+$", v["region"]):
+    if not re.fullmatch(r"[a-z]+-[a-z]+\d+", v["region"]):
         problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
-    elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
+    elif not re.fullmatch(rf"{re.escape(v['region'])}-[a-z]", v["zone"]):
         problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
     elif v["zone"] not in versions.A4_ZONES.get(v["machineType"], (v["zone"],)):
         offered = ", ".join(versions.A4_ZONES[v["machineType"]])
         problems.append(
             Problem("zone", v["zone"], f"Google offers {v['machineType']} only in {offered} (GPU regions and zones)")
         )
-    if not _IMAGE_RE.match(v["containerImage"]):
+    if not _IMAGE_RE.fullmatch(v["containerImage"]):
         problems.append(
             Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
         )
     else:
         _require_digest("containerImage", v, problems)
-    if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
+    if v["namePrefix"] and not _NAME_PREFIX_RE.fullmatch(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
         )
@@ -239,7 +239,7 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
             Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
         )
     nvshmem = v["nvshmemVersion"]
-    if v["hcaPrefix"] != "mlx5" and VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
+    if v["hcaPrefix"] != "mlx5" and VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
         problems.append(
             Problem(
                 "hcaPrefix",
@@ -370,7 +370,7 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     )
                 )
         nvshmem = v["nvshmemVersion"]
-        if VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < SUPPORTED_MIN_NVSHMEM:
+        if VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < SUPPORTED_MIN_NVSHMEM:
             since = ".".join(map(str, SUPPORTED_MIN_NVSHMEM))
             problems.append(
                 Problem(

@@ -99,8 +99,8 @@ def check_gce_driver_branch(v: dict[str, Any], problems: list[Problem]) -> bool:
 _DC = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _PC = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _OCI_REF = re.compile(
-    rf"^(?P<name>(?:{_DC}(?:\.{_DC})*(?::[0-9]+)?/)?{_PC}(?:/{_PC})*)(?::[\w][\w.-]{{0,127}})?"
-    rf"(?P<digest>@sha256:[0-9a-f]{{64}})?$"
+    rf"(?P<name>(?:{_DC}(?:\.{_DC})*(?::[0-9]+)?/)?{_PC}(?:/{_PC})*)(?::[\w][\w.-]{{0,127}})?"
+    rf"(?P<digest>@sha256:[0-9a-f]{{64}})?"
 )
 
 
@@ -108,7 +108,7 @@ def check_installer_image(v: dict[str, Any], written: set[str], problems: list[P
     """installerImage: read only by the supported profile's staging DaemonSet on GKE, an OCI reference, pinned
     by digest unless allowUnpinnedImages."""
     image, where = v["installerImage"], (v["platform"], v["nodeProfile"])
-    m = _OCI_REF.match(image)
+    m = _OCI_REF.fullmatch(image)
     if "installerImage" in written and where != ("gke", "supported"):
         why = "it would have no effect: only platform gke with nodeProfile supported runs the staging container"
         problems.append(Problem("installerImage", image, f"{why}; remove it"))

@@ -21,7 +21,7 @@ from scripts import names
 # dots; start and end with a letter or digit; 3-63 characters, or up to 222 with dots, each dot-separated
 # component at most 63; not an IP address in dotted-decimal notation; not beginning with the "goog" prefix;
 # not containing "google" or close misspellings such as "g00gle".
-_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9._-]*[a-z0-9]")
 # "google" with letters doubled, swapped or dropped, after digits read as the letters they look like.
 _GOOGLE_LIKE = re.compile(r"g+o{2,}g+l+e|googel|goolge|gogle")
 _BUCKET_RULE = (
@@ -34,7 +34,7 @@ BUCKET_RULE = _BUCKET_RULE
 
 def bucket_name_problem(name: str) -> str:
     """What breaks Cloud Storage's bucket naming rules in `name` ("" when nothing does)."""
-    if not _BUCKET_CHARS.match(name):
+    if not _BUCKET_CHARS.fullmatch(name):
         return "has characters, or a first or last character, a bucket name may not have"
     if "." not in name and not 3 <= len(name) <= 63:
         return f"is {len(name)} characters long"

@@ -281,9 +281,9 @@ def store_access(cfg: StackConfig, member: pulumi.Input[str], opts: pulumi.Resou
     return list(StoreAccess("store", args, opts).grants)
 
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
 # A project id (6-30 characters: lowercase letters, digits, hyphens; a letter first), optionally domain-scoped.
-_PROJECT_RE = re.compile(r"^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_PROJECT_RE = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 # What store/Pulumi.demo.yaml holds until the user sets theirs: no project can be named so.
 STORE_PROJECT_PLACEHOLDER = "SET-YOUR-PROJECT"
 

@@ -24,7 +24,7 @@ BUCKET = "gcp:storage/bucket:Bucket"
 SA_KEY = "gcp:serviceaccount/key:Key"
 FIREWALL = "gcp:compute/firewall:Firewall"
 CLUSTER = "gcp:container/cluster:Cluster"
-DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")  # \Z: `$` would accept a trailing newline
 # The objects that may use the host's namespaces, by kind, namespace and name (components/gke/objects.py,
 # gke_bench.py): the installer DaemonSet (host PID, the host's root), and the benchmark Jobs that run over
 # RDMA (the host's network with `podNetworking: hostNetwork`).

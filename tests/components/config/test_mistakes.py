@@ -195,6 +195,16 @@ MISTAKES: list[tuple[str, dict[str, Any], str, str]] = [
     (GKE, {"provisioning": "reservation", "reservationName": "My-A4-Res"}, "reservationName", "'My-A4-Res'"),
     (GCE, {"provisioning": "reservation", "reservationName": "A4RES"}, "reservationName", "'A4RES'"),
     (GKE, {"provisioning": "reservation", "reservationName": "a4-res-"}, "reservationName", "'a4-res-'"),
+    # -- a trailing newline: `$` in re.match accepts one, fullmatch does not (issue 44) --
+    (GKE, {"artifactStore": "gs://my-own-project-artifacts\n/deepep-a4"}, "artifactStore", "artifacts\\n"),
+    (GKE, {"installerImage": f"buildpack-deps:noble-curl@{DIGEST}\n"}, "installerImage", "\\n'"),
+    (GKE, {"containerImage": f"ubuntu:24.04@{DIGEST}\n"}, "containerImage", "\\n'"),
+    (GCE, {"project": "my-gpu-project\n"}, "project", "\\n'"),
+    (GCE, {"zone": "asia-southeast1-b\n"}, "zone", "\\n'"),
+    (GKE, {"namePrefix": "deepep-x\n"}, "namePrefix", "\\n'"),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-580\n"}, "gceImage", "\\n'"),
+    (GKE, {"provisioning": "reservation", "reservationName": "a4-res\n"}, "reservationName", "\\n'"),
+    (GKE_HOST, {"nvidiaDriverVersion": "580\n"}, "nvidiaDriverVersion", "\\n'"),
 ]
 
 
