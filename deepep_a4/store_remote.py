@@ -116,6 +116,13 @@ def pack(work: Path) -> bytes:
                 if path.name.startswith(".stage."):
                     continue
                 name = path.relative_to(work).as_posix()
+                # What the nodes' unpacker refuses (scripts/install/store.sh _check_members) is never packed: a
+                # name with a control character, or anything but a regular file or folder (a link here would
+                # pack what it points to, from outside the work folder).
+                if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+                    raise click.ClickException(f"{name!r} in {work} has a control character in its name: refused")
+                if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                    raise click.ClickException(f"{name!r} in {work} is not a regular file or folder: refused")
                 if path.is_dir():
                     tar.addfile(_info(name, mode=0o755, kind=tarfile.DIRTYPE))
                 else:

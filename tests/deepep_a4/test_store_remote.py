@@ -394,3 +394,24 @@ def test_an_existing_staging_object_with_other_bytes_is_refused_by_its_md5(
         store_remote.run(cfg, tmp_path, "i@sha256:" + "0" * 64, target(cfg), None, lambda _: None, client,
                          FakeLogging([]).post, store_gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
     assert client.created == []  # nothing submitted
+
+
+@pytest.mark.parametrize("bad", ["store/sources/evil\nname", "steps/tab\tname"])
+def test_the_packer_refuses_a_name_with_a_control_character(tmp_path: Path, bad: str) -> None:
+    cfg = gke()
+    store_build.render(cfg, tmp_path)
+    store_remote.write_steps(cfg, tmp_path)
+    (tmp_path / bad).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / bad).write_text("x")
+    with pytest.raises(click.ClickException, match="control character"):
+        store_remote.pack(tmp_path)
+
+
+def test_the_packer_refuses_a_link(tmp_path: Path) -> None:
+    cfg = gke()
+    store_build.render(cfg, tmp_path)
+    store_remote.write_steps(cfg, tmp_path)
+    (tmp_path / "store" / "sources").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "store" / "sources" / "passwd").symlink_to("/etc/passwd")
+    with pytest.raises(click.ClickException, match="not a regular file or folder"):
+        store_remote.pack(tmp_path)
