@@ -61,11 +61,17 @@ for rel in "${rels[@]}"; do
     elif [[ "$(remote_digest "$r")" != "$digest" ]]; then
       die "the store has $r with another sha256 than this build's $digest: written elsewhere; delete it, build again"
     fi
-    printf '%s\\t%s\\n' "$r" "$digest" >>"$entries"
+    # An archive's line carries the bytes its regular members hold (store_build.unpacked_bytes).
+    bytes=""
+    case $r in
+      *.tar.gz) bytes="$(tar -tvzf "$LOCAL/$r/data" --numeric-owner | awk '/^-/ { s += $3 } END { printf "%.0f\\n", s }')" ;;
+      *.tar) bytes="$(tar -tvf "$LOCAL/$r/data" --numeric-owner | awk '/^-/ { s += $3 } END { printf "%.0f\\n", s }')" ;;
+    esac
+    printf '%s\\t%s\\t%s\\n' "$r" "$digest" "$bytes" >>"$entries"
   done
 done
 manifest="$(mktemp)"
-LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 }' >"$manifest"
+LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 ($3 != "" ? "  " $3 : "") }' >"$manifest"
 sha="$(sha256_of "$manifest")"
 store_put "manifests/$sha.txt" "$manifest" || true
 log "manifest $STORE_URL/manifests/$sha.txt"

@@ -177,9 +177,11 @@ def test_the_publish_step_publishes_to_cloud_storage_with_the_builds_token(
     data, meta = FakeGcs.objects[f"team/deepep/manifests/{local_sha}.txt"]
     assert data == (local_remote / "manifests" / f"{local_sha}.txt" / "data").read_bytes()
     for line in data.decode().splitlines():
-        digest, rel = line.split("  ")
+        digest, rel, *unpacked = line.split("  ")
         body, meta = FakeGcs.objects[f"team/deepep/{rel}"]
         assert hashlib.sha256(body).hexdigest() == digest == meta["sha256"]
+        # An archive's line records what it unpacks to (the node's bound); other objects have none.
+        assert bool(unpacked) == rel.endswith((".tar.gz", ".tar")), line
     again = publish(work, "gs://bucket/team/deepep", out, DEEPEP_GCS_API=gcs, DEEPEP_METADATA_URL=gcs)
     assert again.returncode == 0, again.stderr  # 412 on every object: already there with the same digest
     assert FakeGcs.seen_auth == {"Bearer tok"}  # the digests read back with the metadata server's token

@@ -126,3 +126,27 @@ def test_a_part_within_its_recorded_bytes_unpacks(tmp_path: Path) -> None:
     (other / "00.tar").write_bytes((tmp_path / "00.tar").read_bytes())
     again = sh(other, PARTS, BYTES="100", DEEPEP_STORE_URL=str(other / "store"))
     assert again.returncode != 0 and "more than the 100 its list records" in again.stderr  # 5001 bytes
+
+
+PINNED = """
+STORE_TRUST_PUBLISHED=0 PHASE=t ARTIFACT_PARTS=0
+store_put artifacts/t/key.tar.gz "$T/a.tar.gz" >/dev/null
+printf '%s  %s  %s\\n' "$(sha256_of "$T/a.tar.gz")" artifacts/t/key.tar.gz "$BYTES" >"$T/manifest"
+STORE_MANIFEST="$(sha256_of "$T/manifest")"
+store_put "manifests/$STORE_MANIFEST.txt" "$T/manifest" >/dev/null
+_restore artifacts/t/key.tar.gz "$CACHE/t.tar.gz" "$T/out" && echo restored
+"""
+
+
+@pytest.mark.parametrize(("recorded", "ok"), [("1048576", True), ("1000", False)])
+def test_a_single_archive_unpacks_no_more_than_the_manifest_records(tmp_path: Path, recorded: str, ok: bool) -> None:
+    """A 1 KB tar.gz of zeros unpacks to 1 MB: the manifest the stack pins records each archive's unpacked bytes
+    (deepep_a4/store_build.py manifest_text, the publish step alike), and the node refuses more."""
+    tar_of(tmp_path / "a.tar.gz", [(member("zeros"), bytes(1 << 20))], gz=True)
+    assert (tmp_path / "a.tar.gz").stat().st_size < 4096
+    out = sh(tmp_path, PINNED, BYTES=recorded, DEEPEP_STORE_URL=str(tmp_path / "store"))
+    if ok:
+        assert out.returncode == 0 and "restored" in out.stdout, out.stderr
+    else:
+        assert out.returncode != 0 and "1048576 bytes, more than the 1000 its list records" in out.stderr, out.stderr
+        assert not (tmp_path / "out" / "zeros").exists()
