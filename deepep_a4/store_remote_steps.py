@@ -48,6 +48,9 @@ while read -r kind a b; do
   esac
 done </deepep-build/steps/publish.list
 entries="$(mktemp)"
+# The bytes an archive's regular members hold, from `tar -tv` (type -, size the third field).
+# shellcheck disable=SC2016  # an awk program: its $3 is awk's
+SUM_FILES='/^-/ { s += $3 } END { printf "%.0f\\n", s }'
 for rel in "${rels[@]}"; do
   list=("$rel")
   if [[ $rel == *.parts && -f $LOCAL/$rel/data ]]; then
@@ -64,8 +67,7 @@ for rel in "${rels[@]}"; do
     # An archive's line carries the bytes its regular members hold (store_build.unpacked_bytes).
     bytes=""
     case $r in
-      *.tar.gz) bytes="$(tar -tvzf "$LOCAL/$r/data" --numeric-owner | awk '/^-/ { s += $3 } END { printf "%.0f\\n", s }')" ;;
-      *.tar) bytes="$(tar -tvf "$LOCAL/$r/data" --numeric-owner | awk '/^-/ { s += $3 } END { printf "%.0f\\n", s }')" ;;
+      *.tar.gz | *.tar) bytes="$(tar -tvf "$LOCAL/$r/data" --numeric-owner | awk "$SUM_FILES")" ;;
     esac
     printf '%s\\t%s\\t%s\\n' "$r" "$digest" "$bytes" >>"$entries"
   done

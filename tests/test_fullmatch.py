@@ -10,9 +10,7 @@ import re
 from tests.conftest import ROOT
 
 # A match/search/compile whose pattern literal ends in `$` (not `\$`).
-DOLLAR = re.compile(
-    r"""(?:re\.(?:match|search|compile)|\.(?:match|search))\(\s*r?f?(["'])(?:(?!\1).)*(?<!\\)\$\1"""
-)
+DOLLAR = re.compile(r"""(?:re\.(?:match|search|compile)|\.(?:match|search))\(\s*r?f?(["'])(?:(?!\1).)*(?<!\\)\$\1""")
 # Line parsers, not validators: each reads one line of text that has no newline in it, or uses re.MULTILINE.
 NOT_VALIDATORS = {
     "deepep_a4/provider_imports.py",  # re.MULTILINE over a module's text

@@ -239,7 +239,8 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
             Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
         )
     nvshmem = v["nvshmemVersion"]
-    if v["hcaPrefix"] != "mlx5" and VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
+    old_nvshmem = VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE
+    if v["hcaPrefix"] != "mlx5" and old_nvshmem:
         problems.append(
             Problem(
                 "hcaPrefix",
