@@ -17,6 +17,7 @@ import yaml
 from components.config.keys import PROJECT_NAME
 from deepep_a4.engine import stack_view as pulumi_view
 from deepep_a4.paths import project_root
+from deepep_a4.stackyaml import aliases
 
 STACK_FILE_PREFIX = "Pulumi."
 STACK_FILE_SUFFIX = ".yaml"
@@ -151,7 +152,18 @@ def parse_text(text: str, where: str, root: Path | None = None) -> dict[str, str
     """The `config:` mapping of a stack file's text: namespaced keys -> strings, as Pulumi passes them (the keys
     the user wrote; `merged` adds Pulumi.yaml's defaults as the engine does)."""
     try:
-        data = yaml.load(text, Loader=_Pulumi12Loader) or {}  # noqa: S506 - a SafeLoader subclass
+        loader = _Pulumi12Loader(text)
+        try:
+            # Aliases expanded as far as the CLI's yaml.v3 expands them, counted before anything walks them.
+            node = loader.get_single_node()
+            aliases.check_aliasing(node)
+            data = (loader.construct_document(node) if node is not None else None) or {}
+        finally:
+            loader.dispose()
+    except aliases.ExcessiveAliasingError as err:
+        raise StackFileError(
+            [f"{where}: {err}: the Pulumi CLI's YAML reader (yaml.v3) refuses such a file; write the values out"]
+        ) from None
     except _DuplicateKeyError as err:
         raise StackFileError([f"{where}: {err.line}"]) from None
     except yaml.YAMLError as err:

@@ -144,6 +144,15 @@ class LocalStore:
         return True
 
 
+def md5_b64(file: Path) -> str:
+    """FILE's MD5 as Cloud Storage's md5Hash writes it: base64 of the 16-byte digest."""
+    h = hashlib.md5(usedforsecurity=False)
+    with file.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return base64.b64encode(h.digest()).decode()
+
+
 class GcsStore:
     """A store under gs://BUCKET/PREFIX, written with the user's gcloud (as `deepep-a4 report` reads)."""
 
@@ -182,16 +191,19 @@ class GcsStore:
         """Whether REL holds FILE's bytes, by the MD5 Cloud Storage computed of what it stored (md5Hash: set by
         the service, not by the writer, https://cloud.google.com/storage/docs/hashes-etags); the sha256 in
         custom metadata is the writer's word only."""
+        got, _ = self.stored(rel)
+        return bool(got) and got == md5_b64(file)
+
+    def stored(self, rel: str) -> tuple[str, int]:
+        """REL's md5Hash and generation from one read of its metadata (("", 0) when absent): the generation a
+        request pins is the one whose bytes were checked. md5Hash is the base64 of the MD5 of the object's data
+        (Cloud Storage JSON API, Objects resource: https://cloud.google.com/storage/docs/json_api/v1/objects);
+        gcloud storage prints it as md5_hash."""
         proc = self._gcloud("objects", "describe", f"{self.url}/{rel}", "--format=json")
         if proc.returncode != 0:
-            return False
+            return "", 0
         meta = json.loads(proc.stdout or "{}")
-        got = meta.get("md5_hash") or meta.get("md5Hash") or ""
-        h = hashlib.md5(usedforsecurity=False)
-        with file.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return bool(got) and got == base64.b64encode(h.digest()).decode()
+        return str(meta.get("md5_hash") or meta.get("md5Hash") or ""), int(meta.get("generation") or 0)
 
     def put(self, rel: str, file: Path) -> bool:
         proc = self._gcloud(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -158,9 +159,23 @@ def built(cfg: StackConfig, work: Path) -> list[str]:
     return [r for rel in rels for r in _with_parts(work, rel)]
 
 
-def manifest_text(entries: dict[str, str]) -> str:
-    """sha256sum's format ("SHA256  REL"), sorted: the same build gives the same manifest."""
-    return "".join(f"{digest}  {rel}\n" for rel, digest in sorted(entries.items()))
+def manifest_text(entries: dict[str, str], unpacked: dict[str, int] | None = None) -> str:
+    """sha256sum's format ("SHA256  REL"), sorted: the same build gives the same manifest. An archive's line
+    adds the bytes its regular members hold ("SHA256  REL  BYTES"): the nodes unpack no more than that
+    (scripts/install/store.sh store_untar), and the user reads it before pinning."""
+    unpacked = unpacked or {}
+    return "".join(
+        f"{digest}  {rel}{f'  {unpacked[rel]}' if rel in unpacked else ''}\n" for rel, digest in sorted(entries.items())
+    )
+
+
+def unpacked_bytes(rel: str, data: Path) -> int | None:
+    """What an archive object unpacks to: the sum of its regular members' sizes (tar's own listing, as
+    `tar -tv` prints it); None for an object that is no archive."""
+    if not rel.endswith((".tar.gz", ".tar")):
+        return None
+    with tarfile.open(data, "r:*") as tar:
+        return sum(m.size for m in tar if m.isreg())
 
 
 def publish(
@@ -173,6 +188,7 @@ def publish(
     the remote already has with other bytes is not listed: someone else wrote it, and the builder vouches only
     for bytes it made or downloaded itself (delete it there, then build again)."""
     entries: dict[str, str] = {}
+    unpacked: dict[str, int] = {}
     for rel in rels:
         data = local.root / rel / "data"
         if not local.digest(rel) or not data.is_file():
@@ -191,7 +207,9 @@ def publish(
                 "written elsewhere; delete it from the store, then run the build again"
             )
         entries[rel] = digest
-    text = manifest_text(entries)
+        if (size := unpacked_bytes(rel, data)) is not None:
+            unpacked[rel] = size
+    text = manifest_text(entries, unpacked)
     sha = hashlib.sha256(text.encode()).hexdigest()
     with tempfile.TemporaryDirectory(prefix="deepep-manifest-") as tmp:
         f = Path(tmp) / "manifest.txt"

@@ -137,6 +137,13 @@ def pack(work: Path) -> bytes:
                 if path.name.startswith(".stage."):
                     continue
                 name = path.relative_to(work).as_posix()
+                # What the nodes' unpacker refuses (scripts/install/store.sh _check_members) is never packed: a
+                # name with a control character, or anything but a regular file or folder (a link here would
+                # pack what it points to, from outside the work folder).
+                if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+                    raise click.ClickException(f"{name!r} in {work} has a control character in its name: refused")
+                if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                    raise click.ClickException(f"{name!r} in {work} is not a regular file or folder: refused")
                 if path.is_dir():
                     tar.addfile(_info(name, mode=0o755, kind=tarfile.DIRTYPE))
                 else:
@@ -201,7 +208,15 @@ def request(cfg: StackConfig, image: str, target: Target, sha: str, generation: 
     bucket, _ = split_store_url(target.store_url)
     root = f"ln -sfn {WORKSPACE}/build /deepep-build && "  # the paths of the local build's mounts
     env = ["DEEPEP_STORE_URL=/deepep-build/store", f"DEEPEP_INSTALL_ROOT={target.root}"]
-    check = f"cd {WORKSPACE} && echo '{sha}  {INNER}' | sha256sum -c - && mkdir -p build && tar -xzf {INNER} -C build"
+    # Cloud Build unpacks the source object into the workspace: anything there but the checked archive (a
+    # planted phases/ or steps/ beside it) is refused before a step runs, and the archive must be a plain file.
+    only = (
+        f"cd {WORKSPACE} && if find . -mindepth 1 -maxdepth 1 ! -name {INNER} | grep -q .; then "
+        f"echo 'check-source: the workspace holds more than {INNER}: refused' >&2; ls -la >&2; exit 1; fi && "
+        f"test -f {INNER} && test ! -L {INNER}"
+    )
+    untar = f"tar -xzf {INNER} -C build --no-same-owner --no-same-permissions"
+    check = f"{only} && echo '{sha}  {INNER}' | sha256sum -c - && mkdir -p build && {untar}"
     steps = [
         cb.BuildStep(id=STEPS[0], name=image, entrypoint="bash", args=["-c", check]),
         cb.BuildStep(id=STEPS[1], name=image, entrypoint="bash", args=["-c", root + BUILD_CMD], env=env),
@@ -347,8 +362,16 @@ def run(
     outer = work / f"build-{sha}.tar.gz"
     outer.write_bytes(wrap(inner))
     echo(f"source {target.store_url}/{rel} ({len(inner) / 1e6:.1f} MB, build.tar.gz sha256 {sha})")
-    gcs.put(rel, outer)  # create-only: the same sha256 is the same bytes, so one already there is this one
-    generation = gcs.generation(rel)
+    # Create-only; an object already there is trusted by its bytes, never by its name: Cloud Storage's md5Hash
+    # of what it stored (computed by the service) must be this archive's, and the request pins that generation.
+    gcs.put(rel, outer)
+    md5, generation = gcs.stored(rel)
+    if md5 != store.md5_b64(outer):
+        raise click.ClickException(
+            f"{target.store_url}/{rel} holds other bytes than this build's source (Cloud Storage md5Hash "
+            f"{md5 or 'absent'}, this archive's {store.md5_b64(outer)}): refused; someone else wrote it, delete it "
+            "and look at who could"
+        )
     client = client or make_client()
     build = request(cfg, image, target, sha, generation)
     op = client.create_build(parent=target.parent, project_id=target.project, build=build)

@@ -48,6 +48,9 @@ while read -r kind a b; do
   esac
 done </deepep-build/steps/publish.list
 entries="$(mktemp)"
+# The bytes an archive's regular members hold, from `tar -tv` (type -, size the third field).
+# shellcheck disable=SC2016  # an awk program: its $3 is awk's
+SUM_FILES='/^-/ { s += $3 } END { printf "%.0f\\n", s }'
 for rel in "${rels[@]}"; do
   list=("$rel")
   if [[ $rel == *.parts && -f $LOCAL/$rel/data ]]; then
@@ -61,11 +64,16 @@ for rel in "${rels[@]}"; do
     elif [[ "$(remote_digest "$r")" != "$digest" ]]; then
       die "the store has $r with another sha256 than this build's $digest: written elsewhere; delete it, build again"
     fi
-    printf '%s\\t%s\\n' "$r" "$digest" >>"$entries"
+    # An archive's line carries the bytes its regular members hold (store_build.unpacked_bytes).
+    bytes=""
+    case $r in
+      *.tar.gz | *.tar) bytes="$(tar -tvf "$LOCAL/$r/data" --numeric-owner | awk "$SUM_FILES")" ;;
+    esac
+    printf '%s\\t%s\\t%s\\n' "$r" "$digest" "$bytes" >>"$entries"
   done
 done
 manifest="$(mktemp)"
-LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 }' >"$manifest"
+LC_ALL=C sort -u "$entries" | awk -F'\\t' '{ print $2 "  " $1 ($3 != "" ? "  " $3 : "") }' >"$manifest"
 sha="$(sha256_of "$manifest")"
 store_put "manifests/$sha.txt" "$manifest" || true
 log "manifest $STORE_URL/manifests/$sha.txt"

@@ -65,8 +65,8 @@ RDMA_NICS_PER_NODE = 8
 # 580 one, named like those in GoogleCloudPlatform/cluster-toolkit (examples/machine-learning/
 # a4-highgpu-8g/a4high-slurm-blueprint.yaml builds on ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522).
 IMAGE_REF_PATTERN = (
-    r"^projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
-    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))$"
+    r"projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/global/images/"
+    r"(?:family/(?P<family>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)|(?P<name>[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?))"
 )
 PLAIN_UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
 ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
@@ -409,7 +409,9 @@ KEYS: tuple[Key, ...] = (
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 # Keys only one platform reads: setting one on the other platform is refused, not ignored.
 PLATFORM_KEYS: dict[str, tuple[str, ...]] = {
-    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking"),
+    # localSsdCount: the GKE pool's ephemeral storage; containerImage: the GKE pods' image (a GCE VM runs both
+    # on the host: components/gce reads neither).
+    "gke": (*(k.name for k in KEYS if k.name.startswith("gke")), "podNetworking", "localSsdCount", "containerImage"),
     "gce": ("gceImage", "terminationAction"),
 }
 

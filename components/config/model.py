@@ -119,7 +119,7 @@ class ImageRef:
 
 def parse_image_ref(text: str) -> ImageRef | None:
     """`projects/P/global/images/family/F` or `projects/P/global/images/NAME` as an ImageRef, else None."""
-    m = re.match(IMAGE_REF_PATTERN, text)
+    m = re.fullmatch(IMAGE_REF_PATTERN, text)
     return ImageRef(m["project"], m["family"] or "", m["name"] or "") if m else None
 
 

@@ -22,17 +22,20 @@ from components.config.keys import (
     Problem,
 )
 from components.config.model import parse_image_ref
+from components.config.rules_images import check_gce as check_gce
+from components.config.rules_images import check_installer_image as check_installer_image
 from components.config.rules_inputs import check_authorized_networks, check_store_url
 from components.config.rules_versions import HCA_PREFIX_SINCE, VERSION_RE
 
 BENCH_MAX_REPEATS = 10
+BENCH_MAX_TIMEOUT_MINUTES = 240
 
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_NAME_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{0,28}[a-z0-9]$")
-_GCP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_NAME_PREFIX_RE = re.compile(r"[a-z][a-z0-9-]{0,28}[a-z0-9]")
+_GCP_NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_TTL_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 # registry/name[:tag][@sha256:digest], lower case, as Kubernetes pulls it.
-_IMAGE_RE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_IMAGE_RE = re.compile(r"[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
 # GCE's max_run_duration accepts at most 120 days.
 # The first host (nic0) address a GCE VM of the stack takes; the ones below stay free for the network.
 GCE_FIRST_HOST_OFFSET = 10
@@ -43,7 +46,7 @@ def parse_ttl(text: str) -> int | None:
     """'8h' -> 28800; 'off' -> None; raises ValueError on anything else."""
     if text.strip().lower() in ("off", "none", "0"):
         return None
-    m = _TTL_RE.match(text.strip())
+    m = _TTL_RE.fullmatch(text.strip())
     if not text.strip() or not m or not any(m.groups()):
         raise ValueError(text)
     d, h, mi, s = (int(g or 0) for g in m.groups())
@@ -51,24 +54,24 @@ def parse_ttl(text: str) -> int | None:
 
 
 def check_identity(v: dict[str, Any], problems: list[Problem]) -> None:
-    if not _PROJECT_RE.match(v["project"]):
+    if not _PROJECT_RE.fullmatch(v["project"]):
         problems.append(Problem("project", v["project"], "must be a Google Cloud project ID (6-30 chars: a-z, 0-9, -)"))
-    if not re.match(r"^[a-z]+-[a-z]+\d+$", v["region"]):
+    if not re.fullmatch(r"[a-z]+-[a-z]+\d+", v["region"]):
         problems.append(Problem("region", v["region"], "must be a region name such as asia-southeast1"))
-    elif not re.match(rf"^{re.escape(v['region'])}-[a-z]$", v["zone"]):
+    elif not re.fullmatch(rf"{re.escape(v['region'])}-[a-z]", v["zone"]):
         problems.append(Problem("zone", v["zone"], f"must be a zone of region {v['region']} (e.g. {v['region']}-b)"))
     elif v["zone"] not in versions.A4_ZONES.get(v["machineType"], (v["zone"],)):
         offered = ", ".join(versions.A4_ZONES[v["machineType"]])
         problems.append(
             Problem("zone", v["zone"], f"Google offers {v['machineType']} only in {offered} (GPU regions and zones)")
         )
-    if not _IMAGE_RE.match(v["containerImage"]):
+    if not _IMAGE_RE.fullmatch(v["containerImage"]):
         problems.append(
             Problem("containerImage", v["containerImage"], "must be an image reference: name[:tag][@sha256:<64 hex>]")
         )
     else:
         _require_digest("containerImage", v, problems)
-    if v["namePrefix"] and not _NAME_PREFIX_RE.match(v["namePrefix"]):
+    if v["namePrefix"] and not _NAME_PREFIX_RE.fullmatch(v["namePrefix"]):
         problems.append(
             Problem("namePrefix", v["namePrefix"], "must be 2-30 chars of a-z, 0-9 and -, starting with a letter")
         )
@@ -115,8 +118,21 @@ def check_capacity(v: dict[str, Any], problems: list[Problem]) -> None:
             )
         )
     prov, res = v["provisioning"], v["reservationName"]
-    if prov == "reservation" and not _GCP_NAME_RE.match(res):
+    if prov == "reservation" and not res:
         problems.append(Problem("reservationName", res, "provisioning=reservation needs the name of a reservation"))
+    elif prov == "reservation" and not _GCP_NAME_RE.fullmatch(res):
+        # Compute Engine resource names: RFC 1035 labels, 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?
+        # (https://cloud.google.com/compute/docs/naming-resources#resource-name-format; the reservations API's
+        # `name` field states the same regex: https://cloud.google.com/compute/docs/reference/rest/v1/reservations).
+        problems.append(
+            Problem(
+                "reservationName",
+                res,
+                "must be a Compute Engine resource name as the reservation was created: 1-63 characters, a lower-case "
+                "letter first, then lower-case letters, digits and -, not ending in - (RFC 1035 "
+                "[a-z]([-a-z0-9]*[a-z0-9])?); Compute Engine never stores capitals, so a name with them matches none",
+            )
+        )
     if prov != "reservation" and res:
         problems.append(Problem("reservationName", res, f"only used with provisioning=reservation, not {prov}"))
     try:
@@ -232,7 +248,8 @@ def check_runtime(v: dict[str, Any], problems: list[Problem]) -> None:
             Problem("hcaPrefix", "rocep", "DOCA-OFED renames HCAs to mlx5_*: set hcaPrefix=mlx5 or useDocaOfed=false")
         )
     nvshmem = v["nvshmemVersion"]
-    if v["hcaPrefix"] != "mlx5" and VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE:
+    old_nvshmem = VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < HCA_PREFIX_SINCE
+    if v["hcaPrefix"] != "mlx5" and old_nvshmem:
         problems.append(
             Problem(
                 "hcaPrefix",
@@ -253,6 +270,20 @@ def check_store(v: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem("artifactStoreManifest", manifest, "must be a sha256 (64 hex digits) or empty"))
     if manifest and not url:
         problems.append(Problem("artifactStoreManifest", manifest, "needs artifactStore: the manifest lives there"))
+    if v["artifactStorePublish"] and (v["platform"], v["nodeProfile"]) == ("gke", "supported"):
+        # On GKE's supported profile only the staging container touches the store, and it reads (restore
+        # only: components/gke/stage.py); no installer downloads sources to publish (scripts/install/lib.sh
+        # publishes what `download` fetched). The publish grant (roles/storage.objectCreator, components/node/
+        # store.py) would be a write power nothing uses.
+        problems.append(
+            Problem(
+                "artifactStorePublish",
+                True,
+                "nothing publishes on platform gke with nodeProfile supported (the staging container only reads the "
+                "store), so it would only grant the nodes write access: remove it (deepep-a4 store build fills the "
+                "store)",
+            )
+        )
 
 
 def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
@@ -281,6 +312,19 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     for key in ("intranodeExperts", "lowLatencyExperts"):  # internode: rules_inputs (ranks of every node)
         if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
             problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
+    timeout = v["benchTimeoutMinutes"]
+    if timeout > BENCH_MAX_TIMEOUT_MINUTES:
+        # Our bound, for the bill: a test that hangs (a stuck dispatch never returns) is killed only at its
+        # timeout while every node bills, and each start of each test may take it in full (docs/benchmarks.md).
+        seconds = f" if you meant {timeout} seconds, write {timeout // 60}" if timeout % 60 == 0 else ""
+        problems.append(
+            Problem(
+                "benchTimeoutMinutes",
+                timeout,
+                f"is minutes ({timeout} min = {timeout / 60:g} h per test start); at most {BENCH_MAX_TIMEOUT_MINUTES} "
+                f"(a hung test bills every node until its timeout; the default is 30):{seconds or ' use fewer'}",
+            )
+        )
     # The runner's MAX_REPEATS (scripts/bench/settings.py, which config may not import); a test keeps them equal.
     if not 1 <= v["benchRepeats"] <= BENCH_MAX_REPEATS:
         problems.append(Problem("benchRepeats", v["benchRepeats"], f"must be 1 to {BENCH_MAX_REPEATS}"))
@@ -290,42 +334,6 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
             raise ValueError
     except ValueError:
         problems.append(Problem("benchGateRatio", v["benchGateRatio"], "must be a fraction between 0 and 1, e.g. 0.5"))
-
-
-def check_gce(v: dict[str, Any], problems: list[Problem]) -> None:
-    """The VMs' boot image: its form, and the driver an accelerator image already ships."""
-    ref = parse_image_ref(v["gceImage"])
-    if ref is None:
-        problems.append(
-            Problem(
-                "gceImage",
-                v["gceImage"],
-                "must be projects/PROJECT/global/images/family/FAMILY (resolved at the first deploy, then kept) "
-                "or projects/PROJECT/global/images/IMAGE",
-            )
-        )
-        return
-    branch = ref.driver_branch
-    if v["platform"] == "gce" and ref.project == ACCELERATOR_IMAGE_PROJECT and not branch:
-        # The installer checks the image's driver against the branch in its name; without one it could not.
-        problems.append(
-            Problem(
-                "gceImage",
-                v["gceImage"],
-                f"an {ACCELERATOR_IMAGE_PROJECT} image must name its driver branch (...-with-nvidia-580...): the "
-                "installer checks the image's driver against it",
-            )
-        )
-    if v["platform"] == "gce" and branch and v["nodeProfile"] != "supported" and v["nvidiaDriverVersion"] != branch:
-        # The image's driver build moves with the family; a pinned build would make the installer replace it.
-        problems.append(
-            Problem(
-                "nvidiaDriverVersion",
-                v["nvidiaDriverVersion"],
-                f"gceImage ships NVIDIA driver branch {branch}: set {branch} (the installer checks the image's "
-                "driver instead of installing one), or use a gceImage without a driver (plain Ubuntu)",
-            )
-        )
 
 
 # -- node profiles -------------------------------------------------------------------------------------
@@ -370,7 +378,7 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     )
                 )
         nvshmem = v["nvshmemVersion"]
-        if VERSION_RE.match(nvshmem) and upstream.version_tuple(nvshmem) < SUPPORTED_MIN_NVSHMEM:
+        if VERSION_RE.fullmatch(nvshmem) and upstream.version_tuple(nvshmem) < SUPPORTED_MIN_NVSHMEM:
             since = ".".join(map(str, SUPPORTED_MIN_NVSHMEM))
             problems.append(
                 Problem(
@@ -413,36 +421,3 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     f"{ACCELERATOR_IMAGE_PROJECT} image such as {ACCELERATOR_IMAGE}, or set nodeProfile=host-install",
                 )
             )
-
-
-# -- the staging container's image ------------------------------------------------------------------------
-# The OCI reference grammar (https://github.com/distribution/reference/blob/main/regexp.go): [domain[:port]/]
-# path-component[/path-component...] (a path component: lower-case alphanumerics joined by `.`, `_`, `__` or
-# dashes; the name at most 255 characters), then [:tag] ([\w][\w.-]{0,127}) and [@algorithm:hex].
-_DC = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
-_PC = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_OCI_REF = re.compile(
-    rf"^(?P<name>(?:{_DC}(?:\.{_DC})*(?::[0-9]+)?/)?{_PC}(?:/{_PC})*)(?::[\w][\w.-]{{0,127}})?"
-    rf"(?P<digest>@sha256:[0-9a-f]{{64}})?$"
-)
-
-
-def check_installer_image(v: dict[str, Any], written: set[str], problems: list[Problem]) -> None:
-    """installerImage: read only by the supported profile's staging DaemonSet on GKE, an OCI reference, pinned
-    by digest unless allowUnpinnedImages."""
-    image, where = v["installerImage"], (v["platform"], v["nodeProfile"])
-    m = _OCI_REF.match(image)
-    if "installerImage" in written and where != ("gke", "supported"):
-        why = "it would have no effect: only platform gke with nodeProfile supported runs the staging container"
-        problems.append(Problem("installerImage", image, f"{why}; remove it"))
-    elif not m or len(m["name"]) > 255:
-        upper = ", repository path in lower case" if image != image.lower() else ""
-        problems.append(
-            Problem("installerImage", image, f"must be an OCI reference, [registry/]path[:tag]@sha256:<64 hex>{upper}")
-        )
-    elif not m["digest"] and not v["allowUnpinnedImages"]:
-        problems.append(
-            Problem(
-                "installerImage", image, "must be pinned by digest, name[:tag]@sha256:<64 hex> (or allowUnpinnedImages)"
-            )
-        )

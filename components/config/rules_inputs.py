@@ -21,7 +21,7 @@ from scripts import names
 # dots; start and end with a letter or digit; 3-63 characters, or up to 222 with dots, each dot-separated
 # component at most 63; not an IP address in dotted-decimal notation; not beginning with the "goog" prefix;
 # not containing "google" or close misspellings such as "g00gle".
-_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9._-]*[a-z0-9]")
 # "google" with letters doubled, swapped or dropped, after digits read as the letters they look like.
 _GOOGLE_LIKE = re.compile(r"g+o{2,}g+l+e|googel|goolge|gogle")
 _BUCKET_RULE = (
@@ -29,11 +29,12 @@ _BUCKET_RULE = (
     "starting and ending with a letter or digit, no IP address, no 'goog' prefix, no 'google' or look-alike "
     "(https://cloud.google.com/storage/docs/buckets#naming)"
 )
+BUCKET_RULE = _BUCKET_RULE
 
 
 def bucket_name_problem(name: str) -> str:
     """What breaks Cloud Storage's bucket naming rules in `name` ("" when nothing does)."""
-    if not _BUCKET_CHARS.match(name):
+    if not _BUCKET_CHARS.fullmatch(name):
         return "has characters, or a first or last character, a bucket name may not have"
     if "." not in name and not 3 <= len(name) <= 63:
         return f"is {len(name)} characters long"
@@ -73,11 +74,20 @@ def check_store_url(v: dict[str, Any], problems: list[Problem]) -> None:
     if broken:
         problems.append(Problem("artifactStore", url, f"bucket {bucket!r} {broken}: must be {_BUCKET_RULE}"))
         return
+    if store_prefix_problem(prefix):
+        problems.append(Problem("artifactStore", url, f"prefix {prefix!r} {store_prefix_problem(prefix)}"))
+
+
+def store_prefix_problem(prefix: str) -> str:
+    """What is wrong with a store's PREFIX ("" when nothing): the store project's `prefix` and artifactStore's
+    share this rule. Our rule: the prefix limits every grant on the bucket (an IAM condition on the object
+    name), so it may not be empty or `/` (the whole bucket), and it travels in shell and CEL."""
+    segments = prefix.rstrip("/").split("/") if prefix.strip("/") else []
+    if not segments:
+        return "must not be empty: the prefix limits the grants on the bucket, an empty one grants the whole bucket"
     if any(not re.fullmatch(r"[A-Za-z0-9._-]+", s) or s in (".", "..") for s in segments):
-        # Our rule: the prefix travels in shell and CEL (the grant's condition) unquoted.
-        problems.append(
-            Problem("artifactStore", url, f"prefix {prefix!r} must be /-separated parts of letters, digits, . _ -")
-        )
+        return "must be /-separated parts of letters, digits, . _ - (no empty part, no . or ..)"
+    return ""
 
 
 # -- subnets and GKE ranges ---------------------------------------------------------------------------
@@ -197,7 +207,23 @@ def check_endpoint(v: dict[str, Any], problems: list[Problem]) -> None:
                 "with gkePublicEndpoint false and no gkeAuthorizedNetworks the control plane has only its private IP "
                 "endpoint, reachable from inside the new VPC alone (this stack makes no bastion), so pulumi cannot "
                 "create the workloads: set gkeDnsEndpoint true (IAM-authorized), or gkePublicEndpoint true with "
-                "gkeAuthorizedNetworks, or list the private range you run pulumi from (VPN, Interconnect)",
+                "gkeAuthorizedNetworks (your public address, e.g. 203.0.113.5/32)",
+            )
+        )
+    internal = [c for c in v["gkeAuthorizedNetworks"] if (n := _any_net(c)) is not None and _internal(n)]
+    if not v["gkeDnsEndpoint"] and internal and len(internal) == len(v["gkeAuthorizedNetworks"]):
+        # Without the DNS endpoint pulumi reaches the control plane by IP. A private (RFC 1918) source reaches
+        # only the private endpoint, and only from the cluster's VPC or networks connected to it (same page,
+        # "Private endpoint"); this stack makes that VPC in the same `pulumi up`, with no VPN, Interconnect or
+        # peering, so no private range (a home or office LAN, behind its public NAT address) is one pulumi runs in.
+        problems.append(
+            Problem(
+                "gkeAuthorizedNetworks",
+                internal,
+                "private ranges reach only the private endpoint, from inside the stack's own new VPC (it has no VPN, "
+                "Interconnect or peering; a home or office LAN reaches Google from its public address), so with "
+                "gkeDnsEndpoint false pulumi could not reach the control plane: set gkeDnsEndpoint true, or "
+                "gkePublicEndpoint true with your public address (e.g. 203.0.113.5/32)",
             )
         )
     if not v["gkePublicEndpoint"] and not any(p.key == "gkeAuthorizedNetworks" for p in problems):

@@ -16,12 +16,16 @@ from components.config.versions import gke_version_key
 
 __all__ = ["HCA_PREFIX_SINCE", "VERSION_RE", "check_versions", "gke_version_key", "parse_overrides"]
 
-VERSION_RE = re.compile(r"^\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?$")
+VERSION_RE = re.compile(r"\d+(\.\d+){0,3}(-\d+)?(\+[a-z0-9]+)?")
 # NVIDIA's Linux driver versions: branch.minor[.patch], the patch two digits (580.126.09, 575.57.08, 390.157):
 # https://download.nvidia.com/XFree86/Linux-x86_64/ lists them so; a branch (580) takes its newest build.
-_DRIVER_RE = re.compile(r"^\d{3}(\.\d{2,3}(\.\d{2})?)?$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
+# NVIDIA's Linux driver builds are branch.minor.patch, the patch two digits (580.126.09, 570.195.03), as
+# https://download.nvidia.com/XFree86/Linux-x86_64/ lists them (read 2026-12-02: every build of branches 570 to
+# 590 has three parts); `580.126` names no build, so the installer's download would 404 at deploy.
+_DRIVER_RE = re.compile(r"\d{3}(\.\d{2,3}\.\d{2})?")
+_DRIVER_CUT_SHORT_RE = re.compile(r"\d{3}\.\d{2,3}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_GKE_VERSION_RE = re.compile(r"\d+\.\d+(\.\d+(-gke\.\d+)?)?")
 # NVSHMEM takes the HCA name prefix from NVSHMEM_HCA_PREFIX since 3.4.5 (NVIDIA/nvshmem changelog, "Changes in
 # 3.4.5"); older releases open mlx5* devices only, which the inbox RDMA stack's rocep* names are not.
 HCA_PREFIX_SINCE = (3, 4, 5)
@@ -65,7 +69,7 @@ def parse_overrides(v: dict[str, Any], problems: list[Problem]) -> dict[str, dic
             )
         elif not entry["url"].startswith("https://") or any(c.isspace() for c in entry["url"]):
             problems.append(Problem(f"{where}.url", entry["url"], "must be an https:// URL of the download"))
-        elif not _SHA256_RE.match(entry["sha256"]):
+        elif not _SHA256_RE.fullmatch(entry["sha256"]):
             problems.append(Problem(f"{where}.sha256", entry["sha256"], "must be 64 lower-case hex digits"))
         elif component == "docaOfed" and not _doca_key_url(entry["url"], entry["version"]):
             problems.append(
@@ -89,7 +93,7 @@ def check_versions(v: dict[str, Any], problems: list[Problem], valid: dict[str, 
     overrides = {c: valid.get(c, {}) for c in v.get("_overridesNamed", ())}
     before = len(problems)
     for key in ("docaOfedVersion", "cudaVersion", "gdrcopyVersion", "nvshmemVersion", "torchVersion"):
-        if not VERSION_RE.match(v[key]):
+        if not VERSION_RE.fullmatch(v[key]):
             problems.append(Problem(key, v[key], "must be a version such as 12.9, 3.2.1 or 2.10.0+cu129"))
     _check_tables(v, problems, overrides)
     _check_driver(v, problems, overrides)
@@ -97,7 +101,7 @@ def check_versions(v: dict[str, Any], problems: list[Problem], valid: dict[str, 
     if len(problems) == before:  # one line for one mistake: a wrong version first
         _check_torch_lock(v, problems)
     _check_deepep_ref(v, problems)
-    if VERSION_RE.match(v["nvshmemVersion"]):
+    if VERSION_RE.fullmatch(v["nvshmemVersion"]):
         check_nvshmem_pairing(v, problems, overrides)
     _check_gke_version(v, problems)
 
@@ -110,7 +114,7 @@ def _check_tables(v: dict[str, Any], problems: list[Problem], overrides: dict[st
     )
     for component, known, what in tables:
         key = OVERRIDE_COMPONENTS[component]
-        if component in overrides or not VERSION_RE.match(v[key]) or v[key] in known:
+        if component in overrides or not VERSION_RE.fullmatch(v[key]) or v[key] in known:
             continue
         if component == "docaOfed" and not v["useDocaOfed"]:
             continue
@@ -121,7 +125,18 @@ def _check_tables(v: dict[str, Any], problems: list[Problem], overrides: dict[st
 
 def _check_driver(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
     driver = v["nvidiaDriverVersion"]
-    if not _DRIVER_RE.match(driver):
+    if _DRIVER_CUT_SHORT_RE.fullmatch(driver):
+        problems.append(
+            Problem(
+                "nvidiaDriverVersion",
+                driver,
+                f"is cut short: NVIDIA's driver builds have three parts ({driver}.NN, e.g. 580.126.09, as "
+                f"download.nvidia.com/XFree86/Linux-x86_64/ lists them): write the whole build, or the branch "
+                f"{driver.split('.')[0]} alone",
+            )
+        )
+        return
+    if not _DRIVER_RE.fullmatch(driver):
         problems.append(
             Problem(
                 "nvidiaDriverVersion",
@@ -168,8 +183,8 @@ def _check_driver(v: dict[str, Any], problems: list[Problem], overrides: dict[st
 def _check_cuda_and_torch(v: dict[str, Any], problems: list[Problem], overrides: dict[str, dict[str, str]]) -> None:
     cuda_text = v["cudaVersion"]
     shape = MACHINE_SHAPES.get(v["machineType"])
-    cuda = re.match(r"^(\d+)\.(\d+)$", cuda_text)
-    if VERSION_RE.match(cuda_text) and "cuda" not in overrides and cuda_text not in versions.CUDA_VERSIONS:
+    cuda = re.fullmatch(r"(\d+)\.(\d+)", cuda_text)
+    if VERSION_RE.fullmatch(cuda_text) and "cuda" not in overrides and cuda_text not in versions.CUDA_VERSIONS:
         cuda = None  # one line for one mistake: PyTorch is not matched against a CUDA that does not exist
         problems.append(
             Problem(
@@ -186,9 +201,9 @@ def _check_cuda_and_torch(v: dict[str, Any], problems: list[Problem], overrides:
         )
     torch = v["torchVersion"]
     release, _, tag = torch.partition("+")
-    if not VERSION_RE.match(torch):
+    if not VERSION_RE.fullmatch(torch):
         return
-    if not re.match(r"^cu\d{3}$", tag):
+    if not re.fullmatch(r"cu\d{3}", tag):
         problems.append(Problem("torchVersion", torch, "must name its CUDA wheel variant, e.g. 2.10.0+cu129"))
         return
     if cuda and tag != f"cu{cuda[1]}{cuda[2]}":
@@ -246,7 +261,7 @@ def _check_gke_version(v: dict[str, Any], problems: list[Problem]) -> None:
     pinned = v["gkeVersion"]
     if not pinned:
         return
-    if not _GKE_VERSION_RE.match(pinned):
+    if not _GKE_VERSION_RE.fullmatch(pinned):
         problems.append(Problem("gkeVersion", pinned, "must be a GKE version such as 1.33.5-gke.1162000, or empty"))
         return
     image = v["_gkeImageType"]

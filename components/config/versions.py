@@ -173,12 +173,12 @@ GKE_FLOORS: dict[str, tuple[str, ...]] = {
     UBUNTU: ("1.32.7-gke.1067000", "1.33.3-gke.1247000"),
 }
 
-_GKE_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+(-gke\.\d+)?)?$")
+_GKE_VERSION_RE = re.compile(r"\d+\.\d+(\.\d+(-gke\.\d+)?)?")
 
 
 def gke_version_key(version: str) -> tuple[int, ...]:
     """'1.33.5-gke.1162000' -> (1, 33, 5, 1162000); a prefix such as '1.33' -> (1, 33). Raises ValueError."""
-    if not _GKE_VERSION_RE.match(version):
+    if not _GKE_VERSION_RE.fullmatch(version):
         raise ValueError(version)
     return tuple(int(p) for p in re.split(r"[.]|-gke[.]", version))
 

@@ -42,6 +42,7 @@ from components.gke.objects import (
     daemon_set_metadata,
     depends_of,
     every_node_at_once,
+    installer_ksa,
     k8s_spec,
     no_ingress_policy,
     ready_check,
@@ -148,9 +149,11 @@ class InstallerDaemonSet(pulumi.ComponentResource):
             | {"daemonset-init.sh": script},
             opts=child_opts(self),
         )
+        # Named for the stack: its Workload Identity principal (the store grant, supported) is one stack's.
+        ksa = installer_ksa(cfg.stack)
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
-            metadata={"name": INSTALLER_NAME, "namespace": namespace, "labels": INSTALLER_LABELS},
+            metadata={"name": ksa, "namespace": namespace, "labels": INSTALLER_LABELS},
             opts=child_opts(self),
         )
         self.cluster_role = k8s.rbac.v1.ClusterRole(
@@ -167,12 +170,12 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                 "kind": "ClusterRole",
                 "name": self.cluster_role.metadata.name,
             },
-            subjects=[{"kind": "ServiceAccount", "name": INSTALLER_NAME, "namespace": namespace}],
+            subjects=[{"kind": "ServiceAccount", "name": ksa, "namespace": namespace}],
             opts=child_opts(self),
         )
 
         # What RBAC cannot say: its own node only, the installed label only (gke_node_policy.py).
-        self.node_policy = InstallerNodePolicy(f"{name}-own-node", pulumi.ResourceOptions(parent=self))
+        self.node_policy = InstallerNodePolicy(f"{name}-own-node", ksa, pulumi.ResourceOptions(parent=self))
         # The installer serves nothing: no ingress at all.
         self.network_policy = no_ingress_policy(self, name, INSTALLER_NAME, namespace, INSTALLER_LABELS)
         if staged:
@@ -205,7 +208,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                             "labels": pod_labels,
                             "annotations": {VERSIONS_ANNOTATION: self.versions_hash},
                         },
-                        "spec": {"service_account_name": INSTALLER_NAME, **with_node_token(pod_spec)},
+                        "spec": {"service_account_name": ksa, **with_node_token(pod_spec)},
                     },
                 }
             ),

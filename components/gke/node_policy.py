@@ -66,11 +66,11 @@ def validations() -> list[dict[str, str]]:
     ]
 
 
-def installer_username(namespace: str) -> str:
-    return f"system:serviceaccount:{namespace}:{INSTALLER_NAME}"
+def installer_username(namespace: str, ksa: str = INSTALLER_NAME) -> str:
+    return f"system:serviceaccount:{namespace}:{ksa}"
 
 
-def policy_spec(namespace: str) -> dict[str, Any]:
+def policy_spec(namespace: str, ksa: str = INSTALLER_NAME) -> dict[str, Any]:
     return {
         "failure_policy": "Fail",
         "match_constraints": {
@@ -80,7 +80,10 @@ def policy_spec(namespace: str) -> dict[str, Any]:
         },
         # Only the installer's requests: the kubelet, GKE and the deployer patch nodes as before.
         "match_conditions": [
-            {"name": "installer-only", "expression": f"request.userInfo.username == '{installer_username(namespace)}'"}
+            {
+                "name": "installer-only",
+                "expression": f"request.userInfo.username == '{installer_username(namespace, ksa)}'",
+            }
         ],
         "validations": validations(),
     }
@@ -89,12 +92,12 @@ def policy_spec(namespace: str) -> dict[str, Any]:
 class InstallerNodePolicy(pulumi.ComponentResource):
     """The ValidatingAdmissionPolicy and its binding (Deny) that hold the installer to its node's label."""
 
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, ksa: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("deepep-a4:gke:InstallerNodePolicy", name, None, opts)
         self.policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             name,
             metadata={"name": POLICY_NAME, "labels": INSTALLER_LABELS},
-            spec=k8s_spec(policy_spec(NAMESPACE)),
+            spec=k8s_spec(policy_spec(NAMESPACE, ksa)),
             opts=child_opts(self),
         )
         self.binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(

@@ -6,6 +6,8 @@ scripts/names.py; what only the Kubernetes objects use is here.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 import pulumi
@@ -20,6 +22,19 @@ NAMESPACE = names.NAMESPACE
 PART_OF = {names.PART_OF_LABEL: names.PROJECT, "app.kubernetes.io/managed-by": "pulumi"}
 INSTALLER_NAME = names.INSTALLER_NAME
 INSTALLER_LABELS = {**PART_OF, "app.kubernetes.io/name": INSTALLER_NAME}
+
+
+def installer_ksa(stack: str) -> str:
+    """The installer's Kubernetes service account, named for the stack. Its Workload Identity principal
+    (`.../subject/ns/NAMESPACE/sa/KSA`, components/gke/stage_access.py) is then one stack's: a principal names
+    the project's pool, namespace and KSA only, not the cluster, so with one fixed name any cluster of the
+    project with that namespace and KSA would get the store grant. The stack name lowered to a DNS label
+    (Kubernetes object names: RFC 1123 subdomains), cut to fit 63 characters, plus 6 hex of its sha256 so
+    `a_b` and `a-b` (or two long names) stay apart."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")[:39].rstrip("-") or "stack"
+    return f"{INSTALLER_NAME}-{slug}-{hashlib.sha256(stack.encode()).hexdigest()[:6]}"
+
+
 BENCH_COMPONENT = names.BENCH_COMPONENT
 BENCH_LABELS = {**PART_OF, names.COMPONENT_LABEL: BENCH_COMPONENT}
 BENCH_SELECTOR = names.BENCH_SELECTOR

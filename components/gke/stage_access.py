@@ -41,7 +41,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
-from components.gke.objects import INSTALLER_LABELS, INSTALLER_NAME, NAMESPACE, child_opts, k8s_spec
+from components.gke.objects import INSTALLER_LABELS, INSTALLER_NAME, NAMESPACE, child_opts, installer_ksa, k8s_spec
 from components.gke.rendezvous import DNS_PORTS, KUBE_DNS
 
 METADATA_ADDRESS = "169.254.169.254/32"
@@ -109,9 +109,9 @@ def wif_principal(project_number: str, project_id: str, namespace: str, ksa: str
 
 
 def staging_principal(cfg: StackConfig, provider: pulumi.ProviderResource | None) -> pulumi.Output[str]:
-    """The staging pod's principal: its KSA (INSTALLER_NAME in NAMESPACE) in the stack project's pool; the
-    principal names the project by number, which the stack's gcp provider looks up."""
+    """The staging pod's principal: its KSA (installer_ksa, named for the stack, in NAMESPACE) in the stack
+    project's pool; the principal names the project by number, which the stack's gcp provider looks up."""
     project = gcp.organizations.get_project_output(
         project_id=cfg.project, opts=pulumi.InvokeOutputOptions(provider=provider)
     )
-    return project.number.apply(lambda n: wif_principal(str(n), cfg.project, NAMESPACE, INSTALLER_NAME))
+    return project.number.apply(lambda n: wif_principal(str(n), cfg.project, NAMESPACE, installer_ksa(cfg.stack)))

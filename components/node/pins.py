@@ -45,7 +45,7 @@ Download = Callable[[str], str]  # URL -> sha256 (64 hex digits) of what it serv
 MAX_BYTES = 1 << 30  # the largest download we digest (NVSHMEM's source archive is about 10 MB)
 TIMEOUT_S = 600  # the whole download; each read waits at most READ_TIMEOUT_S
 READ_TIMEOUT_S = 60
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
 CACHE_ENV = "DEEPEP_A4_DIGEST_CACHE"  # a file; default: $XDG_CACHE_HOME or ~/.cache, then deepep-a4/digests.json
 
 
@@ -105,7 +105,7 @@ def _read_cache(path: Path) -> dict[str, str]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {u: d for u, d in data.items() if isinstance(d, str) and SHA256_RE.match(d)}
+    return {u: d for u, d in data.items() if isinstance(d, str) and SHA256_RE.fullmatch(d)}
 
 
 def cached_sha256(url: str, download: Download, scope: str = "") -> str:
@@ -116,7 +116,7 @@ def cached_sha256(url: str, download: Download, scope: str = "") -> str:
     if key in known:
         return known[key]
     got = download(url)
-    if not SHA256_RE.match(got or ""):
+    if not SHA256_RE.fullmatch(got or ""):
         raise PinError(f"{url}: the download gave {got!r}, not a sha256")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +181,7 @@ def _resolve(name: str, url: str, scope: str) -> str:
 def _kept(name: str, url: str, value: object, urn: object = "") -> str:
     """The Stash's value as the installer takes it: a sha256, or the stand-in where nothing was resolved."""
     text = str(value)
-    if SHA256_RE.match(text) or (text == installer.FIRST_UP_STAND_IN and _stand_ins_allowed()):
+    if SHA256_RE.fullmatch(text) or (text == installer.FIRST_UP_STAND_IN and _stand_ins_allowed()):
         return text
     if text.startswith(UNRESOLVED):
         raise pulumi.RunError(
@@ -219,7 +219,7 @@ def node_installer(
 
 def digests(found: dict[str, str]) -> dict[str, str] | None:
     """The resolved digests of `found` (None where all are stand-ins: the plan's text, unchanged)."""
-    return {n: d for n, d in found.items() if SHA256_RE.match(d)} or None
+    return {n: d for n, d in found.items() if SHA256_RE.fullmatch(d)} or None
 
 
 def resolved(cfg: StackConfig, parent: pulumi.Resource | None = None) -> pulumi.Output[dict[str, str]] | None:

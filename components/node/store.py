@@ -27,6 +27,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config import StackConfig
+from components.config.rules_inputs import BUCKET_RULE, bucket_name_problem, store_prefix_problem
 from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
@@ -46,10 +47,30 @@ def split_store_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+def cel_string(text: str) -> str:
+    """TEXT as a CEL double-quoted string literal: the quote and the backslash escaped, every code point outside
+    printable ASCII as \\u or \\U (google/cel-spec doc/langdef.md at 508bd98, "String and Bytes Values": a quoted
+    literal holds any unescaped character but its delimiter and CR/LF; ESCAPE ::= \\ [abfnrtv\\?"'`] |
+    \\u HEX{4} | \\U HEX{8}; surrogate code points are invalid, so they are refused here)."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"{text!r} holds a UTF-16 surrogate, which no CEL string may hold")
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
 def prefix_condition(bucket: str, prefix: str) -> str:
-    """CEL on the object's resource name: objects under PREFIX/ of BUCKET only."""
+    """CEL on the object's resource name: objects under PREFIX/ of BUCKET only. The path is a CEL string
+    literal, escaped (the settings refuse such names first; the escape keeps a missed one a name)."""
     path = f"projects/_/buckets/{bucket}/objects/{prefix + '/' if prefix else ''}"
-    return f'resource.name.startsWith("{path}")'
+    return f"resource.name.startsWith({cel_string(path)})"
 
 
 @dataclass(frozen=True)
@@ -260,9 +281,9 @@ def store_access(cfg: StackConfig, member: pulumi.Input[str], opts: pulumi.Resou
     return list(StoreAccess("store", args, opts).grants)
 
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]")
 # A project id (6-30 characters: lowercase letters, digits, hyphens; a letter first), optionally domain-scoped.
-_PROJECT_RE = re.compile(r"^(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_PROJECT_RE = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 # What store/Pulumi.demo.yaml holds until the user sets theirs: no project can be named so.
 STORE_PROJECT_PLACEHOLDER = "SET-YOUR-PROJECT"
 
@@ -273,20 +294,26 @@ def store_settings(config: Any) -> ArtifactStoreBucketArgs:
     set_yours = "pulumi config set deepep-a4-store:project YOUR-PROJECT"
     if not project or project == STORE_PROJECT_PLACEHOLDER:
         raise ValueError(f"deepep-a4-store:project is {project or 'not set'}: set yours ({set_yours})")
-    if not _PROJECT_RE.match(project):
+    if not _PROJECT_RE.fullmatch(project):
         raise ValueError(
             f"deepep-a4-store:project {project!r} is not a project id (6-30 chars: a-z 0-9 -): {set_yours}"
         )
     bucket = config.get("bucket") or f"{project}-artifacts"
-    if not _BUCKET_RE.match(bucket):
-        raise ValueError(f"deepep-a4-store:bucket {bucket!r} is not a bucket name (3-63 chars: a-z 0-9 _ . -)")
+    if not _BUCKET_RE.fullmatch(bucket) or bucket_name_problem(bucket):
+        why = bucket_name_problem(bucket) or "is not 3-63 characters"
+        raise ValueError(f"deepep-a4-store:bucket {bucket!r} {why}: {BUCKET_RULE}")
+    # The prefix limits the builder's and the nodes' grants (an IAM condition): artifactStore's rule.
+    raw_prefix = config.get("prefix")
+    prefix = "deepep-a4" if raw_prefix is None or raw_prefix == "" else raw_prefix
+    if store_prefix_problem(prefix):
+        raise ValueError(f"deepep-a4-store:prefix {prefix!r} {store_prefix_problem(prefix)}")
     age = config.get_int("maxAgeDays")
     age = 90 if age is None else age
     if not 1 <= age <= 3650:
         raise ValueError(f"deepep-a4-store:maxAgeDays {age} must be 1-3650")
     return ArtifactStoreBucketArgs(
         name=bucket,
-        prefix=(config.get("prefix") or "deepep-a4").strip("/"),
+        prefix=prefix.strip("/"),
         project=project,
         location=config.get("location") or "asia-southeast1",
         artifact_max_age_days=age,

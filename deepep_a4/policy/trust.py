@@ -24,7 +24,7 @@ BUCKET = "gcp:storage/bucket:Bucket"
 SA_KEY = "gcp:serviceaccount/key:Key"
 FIREWALL = "gcp:compute/firewall:Firewall"
 CLUSTER = "gcp:container/cluster:Cluster"
-DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")  # \Z: `$` would accept a trailing newline
 # The objects that may use the host's namespaces, by kind, namespace and name (components/gke/objects.py,
 # gke_bench.py): the installer DaemonSet (host PID, the host's root), and the benchmark Jobs that run over
 # RDMA (the host's network with `podNetworking: hostNetwork`).
@@ -209,11 +209,16 @@ def no_every_address(type_: str, props: Props) -> list[str]:
 
 
 def pods_of(type_: str, props: Props) -> tuple[tuple[str, str, str], list[Mapping[str, Any]]]:
-    """(kind, namespace, name) and the pod specs of an object that runs pods. The namespace comes from the
-    Namespace object's output, which a preview may not know yet: unknown counts as the program's own."""
+    """(kind, namespace, name) and the pod specs of an object that runs pods. A missing namespace is
+    `default`, as pulumi-kubernetes places it: the provider's `namespace`, else the kubeconfig context's, else
+    "default" (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go Configure, PR #1896 "infer default
+    namespace unless provided by provider config", 2022-02-03); our provider and our kubeconfig's context set
+    none (components/gke/cluster.py). Never our own: an
+    object that leaves it out is not the installer. (An unknown namespace at preview: pulumi-policy's proxy
+    raises UnknownValueError, and the rule reports it cannot run.)"""
     meta = props.get("metadata") or {}
     # A List kind's items carry their own namespaces: judged as nobody's (the strictest).
-    default = "" if kind_of(type_).endswith("List") else names.NAMESPACE
+    default = "" if kind_of(type_).endswith("List") else "default"
     who = (type_, str(get_path(meta, "namespace") or default), str(get_path(meta, "name") or ""))
     return who, pod_specs(type_, props)
 

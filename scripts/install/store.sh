@@ -185,8 +185,20 @@ manifest_digest() {
   f="$(_manifest_file)" || rc=$?
   ((rc != 2)) || return 0
   ((rc == 0)) || exit 1
-  while read -r sum rel; do
+  while read -r sum rel _; do
     [[ $rel == "$1" ]] && echo "$sum" && return 0
+  done <"$f"
+  return 0
+}
+
+# manifest_bytes REL: the bytes the pinned manifest records REL's regular members to hold (an archive's third
+# field); empty when it records none or no manifest is pinned.
+manifest_bytes() {
+  local f sum rel bytes
+  [[ -n $STORE_MANIFEST ]] && ((!STORE_TRUST_PUBLISHED)) || return 0
+  f="$(_manifest_file)" || return 0
+  while read -r sum rel bytes; do
+    [[ $rel == "$1" ]] && echo "${bytes:-}" && return 0
   done <"$f"
   return 0
 }
@@ -306,9 +318,34 @@ _restore() {
   store_get "$rel" "$tarball" || return 1
   _check_pinned "$tarball" "$rel" "$want"
   rm -rf "$dir" && mkdir -p "$dir"
-  tar -xzf "$tarball" -C "$dir"
+  store_untar "$tarball" "$dir" "$rel"
   rm -f "$tarball"
   log "store: $PHASE restored from $STORE_URL/$rel"
+}
+
+# TAR_X: how every archive of the store is unpacked. As root GNU tar keeps the archive's owners and modes
+# (setuid and setgid bits included) unless told not to (GNU tar manual, "Options Controlling the Extraction":
+# --same-owner and --preserve-permissions are the superuser's defaults): a store object never decides who
+# owns a file or which binary runs setuid; files get root and the umask.
+TAR_X=(--no-same-owner --no-same-permissions)
+
+# store_untar TARBALL DIR REL: a (gzip) tar from the store into DIR, its members checked first (_check_members:
+# regular files, folders and links inside DIR only, no control characters, at most the size its list records).
+store_untar() {
+  local tarball=$1 dir=$2 rel=$3 listing="$1.members"  # per archive: 13-stage.sh unpacks parts side by side
+  mkdir -p "$CACHE"
+  tar -tvzf "$tarball" --numeric-owner --quoting-style=escape | sed "s|^|${rel//|/-} |" >"$listing" ||
+    die "store: listing $STORE_URL/$rel failed"
+  # The bound: the bytes the pinned manifest records for it (a 0.3 MB tar.gz of zeros unpacks to 300 MB).
+  local bytes sizes=/dev/null
+  bytes="$(manifest_bytes "$rel")"
+  if [[ -n $bytes ]]; then sizes="$1.sizes" && echo "${rel//|/-} $bytes" >"$sizes"; fi
+  if ! _check_members "$listing" "$sizes"; then
+    rm -f "$tarball" "$1.sizes"
+    die "store: $STORE_URL/$rel would write through a link, outside the folder or beyond its size, refused: $_MEMBERS_BAD"
+  fi
+  rm -f "$1.sizes"
+  tar -xzf "$tarball" -C "$dir" "${TAR_X[@]}" || die "store: unpacking $STORE_URL/$rel failed"
 }
 
 _publish() {
@@ -354,8 +391,9 @@ _restore_parts() {
   rm -rf "$dir" && mkdir -p "$dir"
   _PART_BASE="${rel%.parts}" _PART_DIR=$dir
   _parallel _fetch_part "${names[@]}" || die "store: fetching $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
-  _check_part_members "${names[@]}"
+  _check_part_members "$manifest" "${names[@]}"
   _parallel _unpack_part "${names[@]}" || die "store: restoring $PHASE from $STORE_URL/${rel%.parts}/ failed (see above)"
+  rm -f "$CACHE/$PHASE-parts.dirs"
   log "store: $PHASE restored from $STORE_URL/$rel: ${#names[@]} parts, $(awk '{ s += $2 } END { print int(s / 1048576) }' "$manifest") MB in $((SECONDS - t0)) s"
   rm -f "$manifest"
 }
@@ -380,33 +418,61 @@ _unpack_part() {
   # tar (1.34) fails the member with "Cannot open: No such file or directory" (issue 37; a restore of 16 parts
   # did, under load: tests/scripts/test_store_parts_race.py). mkdir -p takes a folder made meanwhile as made.
   # _check_part_members has already refused any member below a link, so no folder made here stands for a link.
-  local -A dirs=()
-  while IFS= read -r d; do dirs[$d]=1; done < <(tar -tf "$part" --quoting-style=literal | sed -n 's|/[^/]*$||p')
+  # The folders come from the checked listing (_check_members wrote them, escaped names refused), never from
+  # a second listing: a member named with a newline would read as two lines there, one an absolute folder.
+  local -a dirs=()
+  while IFS=$'\t' read -r p d; do
+    [[ $p == "$1" ]] || continue
+    [[ -n $d && $d != /* && $d != .. && $d != ../* && $d != */.. && $d != */../* ]] ||
+      die "store: part $_PART_BASE/$1 names a folder outside the staged root: $d"
+    dirs+=("$d")
+  done <"$CACHE/$PHASE-parts.dirs"
   if ((${#dirs[@]})); then
-    (cd "$_PART_DIR" && mkdir -p -- "${!dirs[@]}") || die "store: making the folders of $_PART_BASE/$1 failed"
+    (cd "$_PART_DIR" && mkdir -p -- "${dirs[@]}") || die "store: making the folders of $_PART_BASE/$1 failed"
   fi
-  tar -xf "$part" -C "$_PART_DIR" || die "store: unpacking $_PART_BASE/$1 failed"
+  tar -xf "$part" -C "$_PART_DIR" "${TAR_X[@]}" || die "store: unpacking $_PART_BASE/$1 failed"
   rm -f "$part"
 }
 
-# _check_part_members PART...: the parts unpack at once into one fresh folder, so one part's symlink could
+# _check_part_members LIST PART...: the parts unpack at once into one fresh folder, so one part's symlink could
 # carry another part's file out of it: GNU tar follows a symlink that is already on disk when it is a
 # leading folder of a later member (its guard against that, the placeholder it writes for a symlink whose
 # target is absolute or holds "..", covers one archive only: tar's extract.c create_placeholder_file). Refused
-# before anything is unpacked: a member below any part's symlink or hard link, a hard link to a path below
-# one, a name or link target that is absolute or holds "..", a name in two parts, a device or fifo member.
+# before anything is unpacked (_check_members): a member below any part's symlink or hard link, a hard link to
+# a path below one, a name or link target that is absolute or holds "..", a name in two parts, a device or
+# fifo member, a name with a control character, and a part whose members add up to more than the bytes LIST
+# (KEY.parts, pinned by the manifest) records for it.
 _check_part_members() {
-  local x bad listing="$CACHE/$PHASE-parts.members"
+  local list=$1 x listing="$CACHE/$PHASE-parts.members"
+  shift
   for x in "$@"; do
     tar -tvf "$(_part_file "$x")" --numeric-owner --quoting-style=escape | sed "s|^|$x |" ||
       die "store: listing part $_PART_BASE/$x failed"
   done >"$listing"
-  bad="$(awk '
+  if ! _check_members "$listing" "$list" "$CACHE/$PHASE-parts.dirs"; then
+    for x in "$@"; do rm -f "$(_part_file "$x")"; done
+    die "store: $PHASE's parts under $STORE_URL/$_PART_BASE/ would write through a link, outside the folder or beyond their size, refused: $_MEMBERS_BAD"
+  fi
+}
+
+# _check_members LISTING [SIZES [DIRS]]: LISTING is `tar -tv --numeric-owner --quoting-style=escape`
+# output with the archive's name before each line. Returns 1, with why in _MEMBERS_BAD, when a member is not
+# a regular file, folder, symlink or hard link inside the root (GNU tar's type letters: - d l h; c b p are devices and
+# fifos), when a name or link target is absolute, holds "..", or holds a control character (escape quoting
+# writes those, and a backslash, as \-sequences: such a name could make mkdir or tar write outside the root),
+# or when an archive's regular members add up to more bytes than SIZES ("ARCHIVE BYTES" lines) records for it:
+# an uncompressed tar part holds its members' bytes, so more is a sparse member or a lie, and the bound keeps a
+# small part from filling the disk. DIRS gets "ARCHIVE<TAB>FOLDER" for each folder a member needs.
+_check_members() {
+  local listing=$1 sizes=${2:-/dev/null} dirs_file=${3:-/dev/null} bad
+  bad="$(awk -v dirs="$dirs_file" '
     function clean(p) { sub(/^(\.\/)+/, "", p); return p }
     function unsafe(p) { return p ~ /^\// || p ~ /(^|\/)\.\.(\/|$)/ }
+    FNR == NR && FILENAME != "-" && sizing { want[$1] = $2; next }
     {
-      part = $1; type = substr($2, 1, 1); rest = $0
+      part = $1; type = substr($2, 1, 1); size = $4; rest = $0
       sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, "", rest)
+      if (index(rest, "\\") > 0) { print part ": " rest ": a name with a control character or backslash"; next }
       target = ""; probe = rest
       if (gsub(/ -> | link to /, "", probe) > (type == "l" || type == "h")) { print part ": " rest ": a name holding -> or link to"; next }
       if (type == "l") { i = index(rest, " -> "); name = substr(rest, 1, i - 1); target = substr(rest, i + 4) }
@@ -414,11 +480,15 @@ _check_part_members() {
       else if (type == "-" || type == "d") name = rest
       else { print part ": " rest ": a member of type " type " (not a file, link or folder)"; next }
       name = clean(name); sub(/\/$/, "", name)
+      if (type == "d" && (name == "" || name == ".")) next  # the root itself (`tar -C DIR .` packs ./)
       if (name == "" || unsafe(name)) { print part ": " name ": an absolute name or one with .."; next }
       if (type == "h" && unsafe(target)) { print part ": " name ": a hard link to " target; next }
       if (type != "d" && (name in seen)) print part ": " name ": also in part " seen[name]
       if (type != "d") seen[name] = part
       if (type == "l" || type == "h") link[name] = 1
+      if (type == "-") total[part] += size
+      folder = name; if (type != "d") { if (!sub(/\/[^\/]*$/, "", folder)) folder = "" }
+      if (folder != "") printf "%s\t%s\n", part, folder > dirs
       n++; names[n] = name; parts[n] = part
       if (type == "h") { n++; names[n] = target; parts[n] = part " (its link target)" }
     }
@@ -430,12 +500,11 @@ _check_part_members() {
           if (p in link) { print parts[j] ": " names[j] ": below the link " p " of part " seen[p]; break }
         }
       }
-    }' "$listing")"
+      for (p in total) if ((p in want) && total[p] > want[p]) print p ": its members hold " total[p] " bytes, more than the " want[p] " its list records"
+    }' sizing="$([[ $sizes != /dev/null ]] && echo 1)" "$sizes" "$listing")"
   rm -f "$listing"
-  if [[ -n $bad ]]; then
-    for x in "$@"; do rm -f "$(_part_file "$x")"; done
-    die "store: $PHASE's parts under $STORE_URL/$_PART_BASE/ would write through a link or outside the folder, refused: $(head -3 <<<"$bad" | tr '\n' ';')"
-  fi
+  _MEMBERS_BAD="$(head -3 <<<"$bad" | tr '\n' ';')"
+  [[ -z $bad ]]
 }
 
 # Splits DIR's files (and links) into ARTIFACT_PARTS lists of about equal bytes, largest first into the

@@ -106,11 +106,11 @@ def test_the_staging_image_is_pinned_by_default_and_a_tag_is_flagged_where_it_wo
 
     assert not {"CKV_K8S_43", "CKV_K8S_15"} & set(stage_skips())
     # The config refuses a tag without allowUnpinnedImages (rules.check_installer_image); with it, the tag is flagged.
-    tagged = stage_skips(installerImage="ubuntu:24.04", allowUnpinnedImages=True)
+    tagged = stage_skips(installerImage="buildpack-deps:noble", allowUnpinnedImages=True)
     for check in ("CKV_K8S_43", "CKV_K8S_15"):
         assert (
             tagged[check]
-            == "installerImage ubuntu:24.04 is an unpinned tag: pin it in the stack as name@sha256:<digest>"
+            == "installerImage buildpack-deps:noble is an unpinned tag: pin it in the stack as name@sha256:<digest>"
         )
 
 

@@ -19,10 +19,10 @@ from components.config.model import stack_label
 from deepep_a4 import plan_engine
 from tests.conftest import stack_config
 
-PULUMI_STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-GCE_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-GCE_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-RFC1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+PULUMI_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+GCE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+GCE_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+RFC1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 NAMED = (
     "gcp:compute/network:Network",
     "gcp:compute/subnetwork:Subnetwork",
@@ -53,8 +53,8 @@ def labels_in(value: Any, parent: str = "") -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("name", ["Acme.B200", "ACME_b200.v2", "a" * 100, "x.y-Z_9"])
 def test_the_label_of_every_pulumi_stack_name_is_a_gce_label_value(name: str) -> None:
-    assert PULUMI_STACK_NAME.match(name)
-    assert GCE_LABEL_VALUE.match(stack_label(name))
+    assert PULUMI_STACK_NAME.fullmatch(name)
+    assert GCE_LABEL_VALUE.fullmatch(stack_label(name))
     assert stack_label("acme-b200") == "acme-b200"  # a name Google takes stays as it is
 
 
@@ -67,14 +67,14 @@ def test_a_stack_named_like_acme_b200_plans_with_labels_and_names_google_accepts
     assert labels, "the plan labels its cloud resources"
     for mapping in labels:
         for key, value in mapping.items():
-            assert GCE_LABEL_KEY.match(key), key
-            assert GCE_LABEL_VALUE.match(str(value)), (key, value)
+            assert GCE_LABEL_KEY.fullmatch(key), key
+            assert GCE_LABEL_VALUE.fullmatch(str(value)), (key, value)
     assert {"acme-b200" if stack == "Acme.B200" else "acme-g200"} == {
         m["deepep-a4-stack"] for m in labels if "deepep-a4-stack" in m
     }
     names = [r["inputs"]["name"] for r in cloud if r["type"] in NAMED and "name" in r["inputs"]]
     assert names
     for resource_name in names:
-        assert RFC1035.match(resource_name), resource_name
+        assert RFC1035.fullmatch(resource_name), resource_name
     cfg = parse({k.split(":", 1)[1]: v for k, v in raw.items()}, stack)
     assert cfg.name_prefix == f"deepep-{stack.lower().replace('.', '-')}"

@@ -26,7 +26,7 @@ from tests.conftest import ROOT, of_type, plan, stack_config
 STASH = "pulumi:index:Stash"
 INSTANCE = "gcp:compute/instance:Instance"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
-RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def test_every_gce_vm_ends_at_the_kept_deadline_beside_its_max_run_duration(stac
     assert vms
     for vm in vms:
         sched = vm["inputs"]["scheduling"]
-        assert sched["terminationTime"] == at and RFC3339_UTC.match(at), sched
+        assert sched["terminationTime"] == at and RFC3339_UTC.fullmatch(at), sched
         assert sched["maxRunDuration"]["seconds"] > 0
         assert sched["instanceTerminationAction"] in ("STOP", "DELETE")
 

@@ -137,8 +137,8 @@ def test_the_install_list_names_the_images_driver_and_the_gib_plugin_each_platfo
     staged = dict(plan.install_list(cfg("gke-b200")))
     assert staged["node image"] == "COS_CONTAINERD (GKE)" and "DOCA-OFED" not in staged
     assert staged["staged by"] == keys.STAGING_IMAGE  # pinned by digest: nothing to flag
-    tagged = dict(plan.install_list(cfg("gke-b200", installerImage="ubuntu:24.04", allowUnpinnedImages=True)))
-    assert tagged["staged by"] == "ubuntu:24.04 (unpinned tag: pin a digest)"
+    tagged = dict(plan.install_list(cfg("gke-b200", installerImage="buildpack-deps:noble", allowUnpinnedImages=True)))
+    assert tagged["staged by"] == "buildpack-deps:noble (unpinned tag: pin a digest)"
     image = dict(plan.install_list(cfg("gce-b200")))
     assert image["node image"] == "ubuntu-accelerator-2404-amd64-with-nvidia-580"
 

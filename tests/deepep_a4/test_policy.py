@@ -222,11 +222,11 @@ def stack_resources(request: pytest.FixtureRequest) -> list[rules.Resource]:
 def test_an_unpinned_staging_image_is_refused() -> None:
     refused = [
         msg
-        for r in engine_like(plan("gke-b200", installerImage="ubuntu:24.04", allowUnpinnedImages=True))
+        for r in engine_like(plan("gke-b200", installerImage="buildpack-deps:noble", allowUnpinnedImages=True))
         for name, (_, rule) in rules.RESOURCE_RULES.items()
         for msg in rule(r.type, r.props)
     ]
-    assert refused and all("ubuntu:24.04" in m for m in refused), refused
+    assert refused and all("buildpack-deps:noble" in m for m in refused), refused
 
 
 def test_both_stacks_pass_every_resource_rule(stack_resources: list[rules.Resource]) -> None:

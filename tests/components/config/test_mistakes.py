@@ -165,6 +165,46 @@ MISTAKES: list[tuple[str, dict[str, Any], str, str]] = [
     (GKE, {"platform": "GKE"}, "platform", "'GKE'"),
     (GCE, {"platform": "GCE"}, "platform", "'GCE'"),
     (GKE, {"provisioning": "Spot"}, "provisioning", "'Spot'"),
+    # -- accepted in silence until issue 41: each against the receiving system's rule --
+    (GKE, {"artifactStorePublish": True}, "artifactStorePublish", "True"),
+    (GKE, {"artifactStorePublish": "true"}, "artifactStorePublish", "True"),
+    (GKE, {"installerImage": f"ubuntu:24.04@{DIGEST}"}, "installerImage", "ubuntu:24.04"),
+    (GKE, {"installerImage": f"docker.io/library/debian:bookworm@{DIGEST}"}, "installerImage", "debian"),
+    (GKE, {"installerImage": f"alpine@{DIGEST}"}, "installerImage", "alpine"),
+    (GKE, {"installerImage": f"library/busybox:1.36@{DIGEST}"}, "installerImage", "busybox"),
+    (GKE, {"installerImage": f"gcr.io/distroless/static-debian12@{DIGEST}"}, "installerImage", "distroless"),
+    (GKE, {"benchTimeoutMinutes": 1800}, "benchTimeoutMinutes", "1800"),
+    (GCE_HOST, {"benchTimeoutMinutes": 3600}, "benchTimeoutMinutes", "3600"),
+    (GKE, {"benchTimeoutMinutes": 241}, "benchTimeoutMinutes", "241"),
+    (GKE, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["192.168.1.0/24"]}, "gkeAuthorizedNetworks", "192.168"),
+    (GKE_HOST, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["10.200.0.0/24"]}, "gkeAuthorizedNetworks", "10.2"),
+    (
+        GKE,
+        {"gkeDnsEndpoint": False, "gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["192.168.0.0/24"]},
+        "gkeAuthorizedNetworks",
+        "192.168.0.0/24",
+    ),
+    (GCE, {"localSsdCount": 0}, "localSsdCount", "0"),
+    (GCE_HOST, {"localSsdCount": 32}, "localSsdCount", "32"),
+    (GCE, {"containerImage": f"ubuntu:24.04@{DIGEST}"}, "containerImage", "ubuntu:24.04"),
+    (GKE_HOST, {"nvidiaDriverVersion": "580.126"}, "nvidiaDriverVersion", "'580.126'"),
+    (GCE_HOST, {"nvidiaDriverVersion": "570.195"}, "nvidiaDriverVersion", "'570.195'"),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-550"}, "gceImage", "with-nvidia-550"),
+    (GCE_HOST, {"gceImage": ACCEL + "2404-amd64-with-nvidia-550"}, "gceImage", "with-nvidia-550"),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-570", "cudaVersion": "13.0"}, "gceImage", "nvidia-570"),
+    (GKE, {"provisioning": "reservation", "reservationName": "My-A4-Res"}, "reservationName", "'My-A4-Res'"),
+    (GCE, {"provisioning": "reservation", "reservationName": "A4RES"}, "reservationName", "'A4RES'"),
+    (GKE, {"provisioning": "reservation", "reservationName": "a4-res-"}, "reservationName", "'a4-res-'"),
+    # -- a trailing newline: `$` in re.match accepts one, fullmatch does not (issue 44) --
+    (GKE, {"artifactStore": "gs://my-own-project-artifacts\n/deepep-a4"}, "artifactStore", "artifacts\\n"),
+    (GKE, {"installerImage": f"buildpack-deps:noble-curl@{DIGEST}\n"}, "installerImage", "\\n'"),
+    (GKE, {"containerImage": f"ubuntu:24.04@{DIGEST}\n"}, "containerImage", "\\n'"),
+    (GCE, {"project": "my-gpu-project\n"}, "project", "\\n'"),
+    (GCE, {"zone": "asia-southeast1-b\n"}, "zone", "\\n'"),
+    (GKE, {"namePrefix": "deepep-x\n"}, "namePrefix", "\\n'"),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-580\n"}, "gceImage", "\\n'"),
+    (GKE, {"provisioning": "reservation", "reservationName": "a4-res\n"}, "reservationName", "\\n'"),
+    (GKE_HOST, {"nvidiaDriverVersion": "580\n"}, "nvidiaDriverVersion", "\\n'"),
 ]
 
 
@@ -217,10 +257,33 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     (GCE, {"rdmaCidr": "192.168.0.0/23", "nodeCount": 8, "internodeExperts": 256}),
     (GKE, {"gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["203.0.113.5/32"]}),
     (GKE, {"gkeAuthorizedNetworks": ["10.128.0.0/16"]}),
-    (GKE, {"gkeDnsEndpoint": False, "gkeAuthorizedNetworks": ["10.200.0.0/24"]}),  # a VPN's range: reaches it
+    # A private range with the DNS endpoint on is harmless: pulumi uses the DNS endpoint, the VPC the private one.
+    (GKE, {"gkeAuthorizedNetworks": ["192.168.1.0/24"]}),
+    (
+        GKE,
+        {
+            "gkeDnsEndpoint": False,
+            "gkePublicEndpoint": True,
+            "gkeAuthorizedNetworks": ["203.0.113.5/32", "10.2.0.0/24"],
+        },
+    ),
     (GKE, {"gkeDnsEndpoint": False, "gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["203.0.113.0/24"]}),
     (GKE, {"installerImage": f"registry.example.com:5000/team/stager_x:v1.2@{DIGEST}"}),
     (GKE, {"installerImage": "buildpack-deps:noble-curl", "allowUnpinnedImages": True}),
+    (GKE, {"installerImage": f"buildpack-deps:noble-scm@{DIGEST}"}),
+    (GKE, {"installerImage": f"registry.example.com/ubuntu-curl:24.04@{DIGEST}"}),
+    (GKE, {"installerImage": f"ghcr.io/acme/ubuntu:24.04@{DIGEST}"}),  # not the official image: unknown, allowed
+    (GKE, {"benchTimeoutMinutes": 240}),
+    (GCE, {"benchTimeoutMinutes": 30}),
+    (GKE_HOST, {"artifactStorePublish": True}),  # the host installer publishes what it downloads
+    (GCE_HOST, {"artifactStorePublish": True}),
+    (GKE, {"localSsdCount": 0}),
+    (GKE_HOST, {"containerImage": f"ubuntu:24.04@{DIGEST}"}),
+    (GKE_HOST, {"nvidiaDriverVersion": "580.126.09"}),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-590"}),
+    (GCE, {"gceImage": ACCEL + "2404-amd64-with-nvidia-570"}),  # CUDA 12.9 runs on 570 (12.x compatibility)
+    (GKE, {"provisioning": "reservation", "reservationName": "my-a4-res"}),
+    (GCE, {"provisioning": "reservation", "reservationName": "a"}),
     (GKE, {"nvshmemTrafficClass": 0}),
     (GCE, {"nvshmemTrafficClass": 84}),
 ]
@@ -265,3 +328,19 @@ def test_the_ttl_floor_is_the_bringup_tables_upper_total(platform: str, profile:
     """config may not import deepep_a4: its copy of the table's totals stays equal to the table."""
     total = expected_bringup(platform, profile).total[1]
     assert rules_inputs.BRINGUP_MAX_SECONDS[(platform, profile)] == math.ceil(total)
+
+
+@pytest.mark.parametrize("name", ["My-A4-Res", "A4RES"])
+def test_a_reservation_name_in_capitals_is_refused_by_compute_engines_naming_rule(name: str) -> None:
+    """Compute Engine names are RFC 1035 labels, [a-z]([-a-z0-9]*[a-z0-9])?: the line says so, not only that a
+    name is needed (https://cloud.google.com/compute/docs/naming-resources#resource-name-format)."""
+    (line,) = [x for x in lines_of(GKE, provisioning="reservation", reservationName=name) if "reservationName" in x]
+    assert "RFC 1035" in line and "capitals" in line
+
+
+def test_a_driver_branch_below_blackwell_is_never_advised() -> None:
+    """A host-install GCE stack on a 550 accelerator image: the image is refused, and no line advises setting
+    nvidiaDriverVersion to 550 (which the next check would refuse)."""
+    lines = lines_of(GCE_HOST, gceImage=ACCEL + "2404-amd64-with-nvidia-550")
+    assert any(x.startswith("deepep-a4:gceImage = ") and "branch 550" in x for x in lines), lines
+    assert not any("set 550" in x for x in lines), lines

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from components.config.parse import parse
+from components.gke.objects import installer_ksa
 from deepep_a4 import plan_engine
 from deepep_a4.plan import kubernetes_manifests
 from scripts import names
@@ -258,7 +259,7 @@ def identities(p: Plan) -> dict[str, str | None]:
 
 def test_each_pod_gets_the_identity_gke_gives_it_and_only_the_staging_pod_reads_the_store(multi: Plan) -> None:
     who = identities(multi)
-    staging = gid.wif_principal(plan_engine.MOCK_PROJECT_NUMBER, PROJECT, NS, names.INSTALLER_NAME)
+    staging = gid.wif_principal(plan_engine.MOCK_PROJECT_NUMBER, PROJECT, NS, installer_ksa("gke-b200"))
     assert who["deepep-installer"] == staging  # pod network on a GKE_METADATA pool: its own KSA's principal
     grants = multi.grants()
     inside = gid.object_name(BUCKET, f"{PREFIX}/artifacts/stage/python.tar.gz")
@@ -326,3 +327,22 @@ def test_host_install_reads_the_store_as_the_node_because_it_fetches_from_the_ho
     assert members == {f"serviceAccount:{pool['inputs']['nodeConfig']['serviceAccount']}"}
     names_ = {o["metadata"].get("name") for o in map(yaml.safe_load, kubernetes_manifests(result.resources).values())}
     assert "deepep-installer-egress" not in names_ and "deepep-installer-no-ingress" in names_
+
+
+def test_the_staging_principal_is_one_stacks_not_every_cluster_of_the_projects(multi: Plan) -> None:
+    """A principal names the project's pool, the namespace and the KSA, not the cluster: with one fixed KSA
+    name, a second stack's cluster (or any cluster of the project with that namespace and KSA) got the store
+    grant. The KSA carries the stack: the grant names this stack's, the DaemonSet runs as it, another stack's
+    differs."""
+    ksa = installer_ksa("gke-b200")
+    assert "gke-b200" in ksa and ksa != names.INSTALLER_NAME
+    _, spec = multi.pod("DaemonSet", "deepep-installer")
+    assert spec["serviceAccountName"] == ksa
+    staging = gid.wif_principal(plan_engine.MOCK_PROJECT_NUMBER, PROJECT, NS, ksa)
+    assert {g["member"] for g in multi.grants()} == {staging}
+    fixed = gid.wif_principal(plan_engine.MOCK_PROJECT_NUMBER, PROJECT, NS, names.INSTALLER_NAME)
+    inside = gid.object_name(BUCKET, f"{PREFIX}/artifacts/stage/python.tar.gz")
+    assert not gid.may(multi.grants(), fixed, "storage.objects.get", BUCKET, inside)
+    for other in ("gke-b200-team2", "gke_b200", "GKE-B200", "x" * 100):
+        assert installer_ksa(other) != ksa
+        assert len(installer_ksa(other)) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", installer_ksa(other))

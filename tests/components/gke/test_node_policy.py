@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from components.gke import node_policy as policy
-from components.gke.objects import INSTALLED_LABEL, INSTALLER_NAME, NAMESPACE
-from tests.components.gke.test_workloads import DS, INSTALLER_DS, Built, build
+from components.gke.objects import INSTALLED_LABEL, NAMESPACE, installer_ksa
+from tests.components.gke.test_workloads import DS, INSTALLER_DS, STACK, Built, build
+
+KSA = installer_ksa(STACK)
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -35,7 +37,7 @@ def request(node_name: str | None, change: Any) -> dict[str, Any]:
     new = copy.deepcopy(NODE)
     change(new)
     extra = {policy.NODE_NAME_EXTRA: [node_name]} if node_name else {}
-    user = {"username": f"system:serviceaccount:{NAMESPACE}:{INSTALLER_NAME}", "extra": extra}
+    user = {"username": f"system:serviceaccount:{NAMESPACE}:{KSA}", "extra": extra}
     return {"request": {"userInfo": user}, "object": new, "oldObject": NODE}
 
 
@@ -60,7 +62,7 @@ def test_the_policy_binds_deny_for_the_installer_only_and_comes_before_the_daemo
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
     ]
     [cond] = spec["matchConditions"]
-    assert cond["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{INSTALLER_NAME}'"
+    assert cond["expression"] == f"request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:{KSA}'"
     binding = b.one(BINDING).inputs["spec"]
     assert binding == {"policyName": policy.POLICY_NAME, "validationActions": ["Deny"]}
     deps = b.one(DS, INSTALLER_DS).deps

@@ -86,7 +86,7 @@ def test_every_image_is_pinned_by_digest_and_no_scanner_exception_says_otherwise
         assert "CKV_K8S_43" not in skips, r.name
         pod = r.inputs["spec"]["template"]["spec"]
         for c in pod.get("initContainers", []) + pod["containers"]:
-            assert re.search(r"@sha256:[0-9a-f]{64}$", c["image"]), (r.name, c["image"])
+            assert re.search(r"@sha256:[0-9a-f]{64}\Z", c["image"]), (r.name, c["image"])
 
 
 def test_an_unpinned_image_is_refused_unless_allowed_and_then_the_scan_says_how_to_pin_it() -> None:

@@ -275,9 +275,9 @@ def test_rbac_allows_exactly_get_and_patch_on_nodes_for_the_installer_account(ho
     role_name = host.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").state["metadata"]["name"]
     assert binding.inputs["roleRef"]["name"] == role_name
     assert binding.inputs["subjects"] == [
-        {"kind": "ServiceAccount", "name": gke_objects.INSTALLER_NAME, "namespace": "deepep-a4"}
+        {"kind": "ServiceAccount", "name": gke_objects.installer_ksa(STACK), "namespace": "deepep-a4"}
     ]
-    assert ds_pod(host)["spec"]["serviceAccountName"] == gke_objects.INSTALLER_NAME
+    assert ds_pod(host)["spec"]["serviceAccountName"] == gke_objects.installer_ksa(STACK)
     assert binding.urn in host.one(DS, INSTALLER_DS).deps
     # The node label it sets is the version hash.
     init_env = {e["name"]: e.get("value") for e in ds_pod(host)["spec"]["initContainers"][0]["env"]}

@@ -228,3 +228,58 @@ def test_a_store_bucket_without_uniform_access_is_refused_before_the_conditioned
     message = refusal(stack, OWN)
     assert "uniform bucket-level access off" in message
     assert "--uniform-bucket-level-access" in message and "IAM condition" in message
+
+
+class StoreConfig:
+    """pulumi.Config("deepep-a4-store") as store_settings reads it."""
+
+    def __init__(self, **values: str):
+        self.values = {"project": "my-own-project", **values}
+
+    def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    def get_int(self, key: str) -> int | None:
+        return None
+
+
+INJECTIONS = ['deepep-a4") || true || ("', "/", "//", "a/../b", 'x"', "a\\b", "deepep-a4\n", "team//x", "."]
+
+
+@pytest.mark.parametrize("prefix", INJECTIONS)
+def test_a_store_prefix_artifact_store_would_refuse_is_refused_by_the_store_project(prefix: str) -> None:
+    """The store project's prefix limits the builder's grant as artifactStore's limits the nodes': the same rule
+    (rules_inputs.store_prefix_problem), one line naming the key. `/` would have become the whole bucket."""
+    with pytest.raises(ValueError, match="deepep-a4-store:prefix") as err:
+        store.store_settings(StoreConfig(prefix=prefix))
+    assert "\n" not in str(err.value).replace(repr(prefix), "")
+
+
+@pytest.mark.parametrize("prefix", ["deepep-a4", "team/deepep", "team/deepep/", "a.b_c-d"])
+def test_a_store_prefix_of_letters_digits_and_slashes_is_accepted(prefix: str) -> None:
+    assert store.store_settings(StoreConfig(prefix=prefix)).prefix == prefix.strip("/")
+
+
+@pytest.mark.parametrize("bucket", ["My-Bucket", "goog-store", "192.168.1.1", "my-google-bits", "ok-bucket\n"])
+def test_a_store_bucket_is_checked_by_cloud_storages_naming_rules(bucket: str) -> None:
+    with pytest.raises(ValueError, match="deepep-a4-store:bucket"):
+        store.store_settings(StoreConfig(bucket=bucket))
+
+
+@pytest.mark.parametrize("prefix", INJECTIONS)
+def test_an_injected_prefix_stays_a_string_in_the_cel_condition(prefix: str) -> None:
+    """Were a prefix to get past the settings, the condition still holds it as one CEL string literal (escaped
+    per google/cel-spec doc/langdef.md): `deepep-a4") || true || ("` does not open the whole bucket."""
+    expression = store.prefix_condition("my-own-project-artifacts", prefix)
+    objects = "projects/_/buckets/my-own-project-artifacts/objects/"
+    assert not allowed(expression, objects + "results/x")
+    assert not allowed(expression, objects + "deepep-a4/x")  # not even the default prefix
+    assert allowed(expression, objects + prefix + "/x")  # exactly the literal prefix, nothing else
+
+
+@pytest.mark.parametrize("text", ['a"b', "a\\b", "\n", "tab\there", "é", "\U0001f600", "\x7f", "'`?"])
+def test_cel_string_literals_round_trip_through_a_cel_implementation(text: str) -> None:
+    celpy = pytest.importorskip("celpy")
+    env = celpy.Environment()
+    got = env.program(env.compile(f"{store.cel_string(text)} == x")).evaluate({"x": celpy.celtypes.StringType(text)})
+    assert bool(got)

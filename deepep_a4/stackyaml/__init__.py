@@ -1,0 +1,1 @@
+"""How the Pulumi CLI's YAML library reads a stack file, where our reader (PyYAML) would read it otherwise."""
