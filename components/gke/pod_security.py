@@ -163,6 +163,32 @@ def bench_skips(cfg: StackConfig, test: str) -> dict[str, str]:
     return skips
 
 
+# `gkeGpuDriver: cos-installer` (cos_driver.py): Google's COS driver installer as Google ships it, privileged with
+# the host's PID and network namespaces and `/`: it builds and loads the NVIDIA kernel module.
+_COS_DRIVER = "Google's COS driver installer (daemonset-preloaded.yaml) compiles and loads the NVIDIA kernel module"
+_COS_PRELOADED = "GKE preloads cos-nvidia-installer:fixed on each node for its COS image: never pulled, no digest"
+COS_DRIVER_SKIPS = {
+    "CKV_K8S_16": _COS_DRIVER,
+    "CKV_K8S_17": _COS_DRIVER + " (Google's manifest: hostPID)",
+    "CKV_K8S_19": _COS_DRIVER + " (Google's manifest: hostNetwork)",
+    "CKV_K8S_20": _COS_DRIVER,
+    "CKV_K8S_22": _COS_DRIVER,
+    "CKV_K8S_23": _COS_DRIVER,
+    "CKV_K8S_28": _COS_DRIVER,
+    "CKV_K8S_37": _COS_DRIVER,
+    "CKV_K8S_40": _COS_DRIVER,
+    "CKV_K8S_11": "a driver build compiles in this container's cgroup: a CPU limit stretches it (Google sets none)",
+    "CKV_K8S_13": "a driver build compiles in this container's cgroup: a memory limit OOM-kills it (Google sets none)",
+    "CKV_K8S_12": "Google's manifest requests CPU only; the compile's memory varies with the kernel",
+    "CKV_K8S_10": "Google's manifest requests 150m CPU for the installer, as here",
+    "CKV_K8S_43": _COS_PRELOADED,
+    "CKV_K8S_14": _COS_PRELOADED,
+    "CKV_K8S_15": _COS_PRELOADED,
+    "CKV_K8S_8": "the main container is GKE's pause: the install is done before it starts",
+    "CKV_K8S_9": "the main container is GKE's pause: Ready means the init container's install finished",
+}
+
+
 def skip_annotations(skips: dict[str, str]) -> dict[str, str]:
     """checkov's in-manifest suppressions: `checkov.io/skipN: CHECK_ID=reason` on the object's metadata.
     checkov splits the value at every "=" and fails on a reason that holds one: refused here, at plan time."""
