@@ -4,6 +4,9 @@ One place decides the privileges of every container the program runs on a node (
 the same for readers):
 
 - the installer's init container is privileged (it loads kernel modules on the host);
+- with `gkeGpuDriver: cos-installer`, Google's COS driver installer's init container is privileged with the
+  host's PID and network namespaces, as Google's manifest has it (it builds and loads the NVIDIA module;
+  cos_driver.py, COS_DRIVER_SKIPS);
 - the gIB NCCL plugin's init container (gke_gib.py) is root with file capabilities only (CHOWN,
   DAC_OVERRIDE, FOWNER: it copies Google's plugin into one hostPath folder), not privileged;
 - a benchmark that needs no RDMA runs as an unprivileged user with every capability dropped;
