@@ -41,8 +41,9 @@ BenchmarkJobs
     and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
 
 Benchmark pod privileges: decided in gke_pod_security.py (with the default `podNetworking: hostNetwork` the
-RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged
-and is unproven on Ubuntu with DOCA-OFED). GPUs come from GKE's device plugin
+RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged on
+`host-install`, unproven on Ubuntu with DOCA-OFED; on `supported` they are privileged root in both, for IBGDA
+with GKE's driver). GPUs come from GKE's device plugin
 (`nvidia.com/gpu: 8`); only the RDMA tests (internode, low-latency) get the multi-network interfaces.
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
 plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
