@@ -349,6 +349,8 @@ def staged_list(cfg: config.StackConfig) -> list[tuple[str, str]]:
     v = cfg.versions
     if cfg.platform == "gke":
         image, driver = "COS_CONTAINERD (GKE)", f"GKE's {cfg.gke.gpu_driver} (GKE's driver installer)"
+        if cfg.gke.cos_driver_version:  # gkeGpuDriver cos-installer (components/gke/cos_driver.py)
+            driver = f"NVIDIA {cfg.gke.cos_driver_version} (Google's COS driver installer DaemonSet; GKE's disabled)"
         stager = cfg.gke.installer_image + (
             "" if "@sha256:" in cfg.gke.installer_image else " (unpinned tag: pin a digest)"
         )

@@ -23,7 +23,7 @@ NIC_HANDLERS = ("gpu", "cpu")
 HCA_PREFIXES = ("mlx5", "rocep")
 TERMINATION_ACTIONS = ("DELETE", "STOP")
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "UNSPECIFIED")
-GKE_GPU_DRIVERS = ("installer", "DEFAULT", "LATEST")
+GKE_GPU_DRIVERS = ("installer", "DEFAULT", "LATEST", "cos-installer")
 POD_NETWORKING = ("hostNetwork", "multiNetwork")
 # supported: the node image Google supports for A4 RDMA (GKE: COS with GKE's driver; GCE: the accelerator image),
 # user space staged from the store; host-install: the field reports' path (Ubuntu, own driver, DOCA-OFED, regkey).
@@ -327,9 +327,17 @@ KEYS: tuple[Key, ...] = (
         str,
         "",
         "Who installs the GPU driver: empty takes the profile's (supported: LATEST, GKE's own; host-install: "
-        "installer, ours with PeerMappingOverride). supported takes only DEFAULT or LATEST, host-install only "
-        "installer.",
+        "installer, ours with PeerMappingOverride). supported takes DEFAULT, LATEST or cos-installer (GKE's "
+        "installation disabled, Google's COS driver installer DaemonSet installs gkeCosDriverVersion), "
+        "host-install only installer.",
         GKE_GPU_DRIVERS,
+    ),
+    Key(
+        "gkeCosDriverVersion",
+        str,
+        "",
+        "With gkeGpuDriver cos-installer only (required there): the NVIDIA driver build Google's COS installer "
+        "installs (570.172.08 form), one COS publishes for the node's image; troubleshooting T31.",
     ),
     Key(
         "podNetworking",

@@ -90,6 +90,7 @@ class GkeOptions:
     authorized_networks: tuple[str, ...]
     deletion_protection: bool
     gpu_driver: str
+    cos_driver_version: str  # gpu_driver cos-installer: the build Google's COS installer installs
     pod_networking: str
     container_image: str
     allow_unpinned_images: bool

@@ -27,6 +27,7 @@ from components.config.rules import (
 )
 from components.config.rules_bench import check_bench_shapes
 from components.config.rules_deepep import check_deepep_api, deepep_defaults
+from components.config.rules_driver import check_cos_driver
 from components.config.rules_inputs import (
     check_endpoint,
     check_gce_image_os,
@@ -88,6 +89,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
         "gkeAuthorizedNetworks",
         "gkeDeletionProtection",
         "gkeGpuDriver",
+        "gkeCosDriverVersion",
         "podNetworking",
         "containerImage",
         "allowUnpinnedImages",
@@ -174,6 +176,7 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
     if "platform" not in unknown:  # `platform: GKE` must not call the gke keys the stack has wrong
         check_explicit(v, given, problems)
     check_node_profile(v, given, problems)
+    check_cos_driver(v, problems)
     check_identity(v, problems)
     check_capacity(v, problems)
     check_network(v, problems)

@@ -351,7 +351,7 @@ HOST_INSTALL_KEYS = (
 # NVSHMEM reads NVSHMEM_HCA_PREFIX (mlx5 or rocep, whichever the node has) and falls back to CPU-assisted
 # IBGDA where the GPU may not map the NIC from 3.4.5 on (troubleshooting T09).
 SUPPORTED_MIN_NVSHMEM = HCA_PREFIX_SINCE
-SUPPORTED_GKE_DRIVERS = ("DEFAULT", "LATEST")
+SUPPORTED_GKE_DRIVERS = ("DEFAULT", "LATEST", "cos-installer")
 
 
 def profile_defaults(v: dict[str, Any], given: set[str]) -> None:
@@ -396,7 +396,7 @@ def check_node_profile(v: dict[str, Any], given: set[str], problems: list[Proble
                     "gkeGpuDriver",
                     driver,
                     "nodeProfile=supported runs GKE's own driver on COS (Google's A4 GPUDirect-RDMA guide): use "
-                    "DEFAULT or LATEST, or set nodeProfile=host-install",
+                    "DEFAULT, LATEST or cos-installer, or set nodeProfile=host-install",
                 )
             )
         if not supported and driver != "installer":

@@ -21,6 +21,7 @@ from components import artifacts
 from components.bench_settings import runner_settings
 from components.config import StackConfig
 from components.gke import pod_security as security
+from components.gke.network_resources import with_network_zeros
 from components.gke.objects import (
     BENCH_CONTAINER,
     BENCH_LABELS,
@@ -375,7 +376,11 @@ class BenchmarkJobs(pulumi.ComponentResource):
                         },
                         "template": {
                             "metadata": {"labels": labels, "annotations": annotations},
-                            "spec": bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash),
+                            # GKE's webhook requests each named network twice; the plain entry's "0" lets a node that
+                            # advertises only `.IP` take the pod (network_resources.py, troubleshooting T27).
+                            "spec": with_network_zeros(
+                                bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash), annotations
+                            ),
                         },
                     }
                 ),

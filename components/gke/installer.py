@@ -69,7 +69,10 @@ def versions_hash(cfg: StackConfig, files: dict[str, str]) -> str:
         "profile": cfg.node_profile,
         "installer": asdict(cfg.installer),
         "nvshmem": asdict(cfg.nvshmem),
-        "gpuDriver": cfg.gke.gpu_driver,
+        # A pinned COS driver build is part of the set (unchanged text for GKE's own choices: same hashes).
+        "gpuDriver": f"{cfg.gke.gpu_driver}={cfg.gke.cos_driver_version}"
+        if cfg.gke.cos_driver_version
+        else cfg.gke.gpu_driver,
         "files": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())},
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]

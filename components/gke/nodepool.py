@@ -58,7 +58,12 @@ NODE_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 # gpu-driver-version=disabled). supported: GKE installs it on COS, as Google's A4 GPUDirect-RDMA guide requires
 # (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-rdma: COS node image,
 # gpu-driver-version DEFAULT or LATEST).
-GPU_DRIVER_VERSIONS = {"installer": "INSTALLATION_DISABLED", "DEFAULT": "DEFAULT", "LATEST": "LATEST"}
+GPU_DRIVER_VERSIONS = {
+    "installer": "INSTALLATION_DISABLED",  # ours (host-install)
+    "cos-installer": "INSTALLATION_DISABLED",  # Google's COS installer DaemonSet (components/gke/cos_driver.py)
+    "DEFAULT": "DEFAULT",
+    "LATEST": "LATEST",
+}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 # Node upgrades replace one node at a time without a surge node: Google's default for GPU pools

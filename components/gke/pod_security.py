@@ -4,6 +4,9 @@ One place decides the privileges of every container the program runs on a node (
 the same for readers):
 
 - the installer's init container is privileged (it loads kernel modules on the host);
+- with `gkeGpuDriver: cos-installer`, Google's COS driver installer's init container is privileged with the
+  host's PID and network namespaces, as Google's manifest has it (it builds and loads the NVIDIA module;
+  cos_driver.py, COS_DRIVER_SKIPS);
 - the gIB NCCL plugin's init container (gke_gib.py) is root with file capabilities only (CHOWN,
   DAC_OVERRIDE, FOWNER: it copies Google's plugin into one hostPath folder), not privileged;
 - a benchmark that needs no RDMA runs as an unprivileged user with every capability dropped;
@@ -161,6 +164,32 @@ def bench_skips(cfg: StackConfig, test: str) -> dict[str, str]:
         if host_network or cfg.staged:
             skips |= {"CKV_K8S_16": reason, "CKV_K8S_20": reason, "CKV_K8S_28": reason}
     return skips
+
+
+# `gkeGpuDriver: cos-installer` (cos_driver.py): Google's COS driver installer as Google ships it, privileged with
+# the host's PID and network namespaces and `/`: it builds and loads the NVIDIA kernel module.
+_COS_DRIVER = "Google's COS driver installer (daemonset-preloaded.yaml) compiles and loads the NVIDIA kernel module"
+_COS_PRELOADED = "GKE preloads cos-nvidia-installer:fixed on each node for its COS image: never pulled, no digest"
+COS_DRIVER_SKIPS = {
+    "CKV_K8S_16": _COS_DRIVER,
+    "CKV_K8S_17": _COS_DRIVER + " (Google's manifest: hostPID)",
+    "CKV_K8S_19": _COS_DRIVER + " (Google's manifest: hostNetwork)",
+    "CKV_K8S_20": _COS_DRIVER,
+    "CKV_K8S_22": _COS_DRIVER,
+    "CKV_K8S_23": _COS_DRIVER,
+    "CKV_K8S_28": _COS_DRIVER,
+    "CKV_K8S_37": _COS_DRIVER,
+    "CKV_K8S_40": _COS_DRIVER,
+    "CKV_K8S_11": "a driver build compiles in this container's cgroup: a CPU limit stretches it (Google sets none)",
+    "CKV_K8S_13": "a driver build compiles in this container's cgroup: a memory limit OOM-kills it (Google sets none)",
+    "CKV_K8S_12": "Google's manifest requests CPU only; the compile's memory varies with the kernel",
+    "CKV_K8S_10": "Google's manifest requests 150m CPU for the installer, as here",
+    "CKV_K8S_43": _COS_PRELOADED,
+    "CKV_K8S_14": _COS_PRELOADED,
+    "CKV_K8S_15": _COS_PRELOADED,
+    "CKV_K8S_8": "the main container is GKE's pause: the install is done before it starts",
+    "CKV_K8S_9": "the main container is GKE's pause: Ready means the init container's install finished",
+}
 
 
 def skip_annotations(skips: dict[str, str]) -> dict[str, str]:

@@ -14,7 +14,8 @@ whoever connects first can join or break the run. Where it listens depends on th
 - pod network (`multiNetwork`'s eth0, and intranode always): Kubernetes NetworkPolicies, which GKE Dataplane
   V2 (the cluster's ADVANCED_DATAPATH) enforces. Ingress: an internode pod admits only internode pods (the
   rendezvous and NCCL's bootstrap, which listens on ephemeral ports); every other benchmark pod admits
-  nothing. Egress: DNS to kube-dns and the internode peers, nothing else: not the metadata server
+  nothing. Egress: DNS (kube-dns, or NodeLocal DNSCache where GKE runs it: DNS_PEERS) and the internode
+  peers, nothing else: not the metadata server
   (169.254.169.254), not the Kubernetes API (the pods mount no token), not the internet (the runner
   downloads nothing).
 """
@@ -38,6 +39,26 @@ KUBE_DNS = {
     "namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": "kube-system"}},
     "pod_selector": {"match_labels": {"k8s-app": "kube-dns"}},
 }
+# Where a pod's DNS query goes depends on the cluster's NodeLocal DNSCache, which the stack leaves to GKE: GKE
+# Standard enables it by default from 1.33.1 and it can be switched on or off later
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/nodelocal-dns-cache, read 2026-12-02). So the DNS rule
+# admits all three peers Google's own example policy admits (gke-labs/kube-agents
+# examples/vllm-gemma/networkpolicy.yaml at 1905108845fc3e5dcae64668f881bdb200bf0f31), each needed by one
+# setting, which tests/components/gke/test_network_identity.py proves with the evaluator's DNS path
+# (tests/components/k8s_netpol.py dns_paths):
+# - cache off: kube-dns's pods (Dataplane V2 resolves the kube-dns Service to them before policy);
+# - cache on, GKE Dataplane V2: the node's `k8s-app: node-local-dns` pod in kube-system, the backend the
+#   kube-dns Service address is redirected to on the pod's own node;
+# - cache on, the upstream manifest's way: node-local-dns runs hostNetwork and listens on the link-local
+#   169.254.20.10 (kubernetes/kubernetes cluster/addons/dns/nodelocaldns/nodelocaldns.yaml at
+#   028f956d2f934d6c82ca815e3f8d622da7e480cb: `hostNetwork: true`, `-localip __PILLAR__LOCAL__DNS__`), an address
+#   no pod selector can match: only an ipBlock admits it.
+NODE_LOCAL_DNS = {
+    "namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "pod_selector": {"match_labels": {"k8s-app": "node-local-dns"}},
+}
+NODE_LOCAL_DNS_ADDRESS = "169.254.20.10/32"
+DNS_PEERS = [KUBE_DNS, NODE_LOCAL_DNS, {"ip_block": {"cidr": NODE_LOCAL_DNS_ADDRESS}}]
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
@@ -103,7 +124,7 @@ def bench_network_policies(parent: pulumi.Resource, name: str, namespace: Any) -
             {
                 "pod_selector": bench_pods(),
                 "policy_types": ["Ingress", "Egress"],
-                "egress": [{"to": [KUBE_DNS], "ports": DNS_PORTS}, {"to": [{"pod_selector": internode}]}],
+                "egress": [{"to": DNS_PEERS, "ports": DNS_PORTS}, {"to": [{"pod_selector": internode}]}],
             },
         ),
         # The internode pods admit each other (MASTER_PORT and NCCL's bootstrap ports), nobody else.

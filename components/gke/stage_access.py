@@ -11,11 +11,14 @@ every destination and every host port, and the store grant would go to an accoun
 host network shares. On the pod network the grant names one principal, and the egress below names the
 only places the pod talks to:
 
-- kube-dns (UDP and TCP 53): metadata.google.internal and storage.googleapis.com are names;
-- the GKE metadata server: the pod asks 169.254.169.254:80; on Dataplane V2 the GKE metadata server serves it
-  on 169.254.169.252:988, and a policy that restricts egress must allow both (the network-policy note of
-  https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity and
-  https://cloud.google.com/kubernetes-engine/docs/how-to/network-policy);
+- DNS (UDP and TCP 53): metadata.google.internal and storage.googleapis.com are names; kube-dns, or NodeLocal
+  DNSCache where GKE runs it (rendezvous.py DNS_PEERS);
+- the GKE metadata server: the pod asks 169.254.169.254:80. GKE's network-policy page says what a policy must
+  allow for it by datapath (https://cloud.google.com/kubernetes-engine/docs/how-to/network-policy, the note on
+  Workload Identity Federation for GKE and the metadata server, read 2026-12-02): 169.254.169.252/32 port 988
+  on clusters without Dataplane V2 (GKE 1.21.0-gke.1000 and later), 169.254.169.254/32 ports 80 and 8080 on
+  Dataplane V2. The cluster always runs Dataplane V2 (cluster.py `ADVANCED_DATAPATH`), so the rule is the
+  second, and 169.254.169.252:988 stays closed;
 - Cloud Storage on TCP 443: storage.googleapis.com resolves to Google's public addresses (Private Google
   Access on the host subnet routes them; network.py). NetworkPolicy matches addresses, not names, so this
   rule is any address on 443 except the private and link-local ranges and the stack's own ranges: nothing
@@ -42,13 +45,12 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from components.gke.objects import INSTALLER_LABELS, INSTALLER_NAME, NAMESPACE, child_opts, installer_ksa, k8s_spec
-from components.gke.rendezvous import DNS_PORTS, KUBE_DNS
+from components.gke.rendezvous import DNS_PEERS, DNS_PORTS
 
+# The GKE metadata server as GKE's network-policy page lists it for Dataplane V2 clusters (module doc): the
+# address pods ask, on ports 80 and 8080. 169.254.169.252:988 is the other datapath's and is not opened.
 METADATA_ADDRESS = "169.254.169.254/32"
-METADATA_PORT = 80
-# GKE Dataplane V2 serves the GKE metadata server on this link-local address and port.
-GKE_METADATA_ADDRESS = "169.254.169.252/32"
-GKE_METADATA_PORT = 988
+METADATA_PORTS = (80, 8080)
 HTTPS_PORT = 443
 # Not the internet: RFC 1918, shared address space (RFC 6598), link-local (RFC 3927), loopback.
 NOT_INTERNET = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
@@ -74,9 +76,8 @@ def _tcp(port: int) -> list[dict[str, Any]]:
 def egress_rules(cfg: StackConfig) -> list[dict[str, Any]]:
     """The staging pod's egress, one rule per destination (see the module doc)."""
     return [
-        {"to": [KUBE_DNS], "ports": DNS_PORTS},
-        {"to": [{"ip_block": {"cidr": METADATA_ADDRESS}}], "ports": _tcp(METADATA_PORT)},
-        {"to": [{"ip_block": {"cidr": GKE_METADATA_ADDRESS}}], "ports": _tcp(GKE_METADATA_PORT)},
+        {"to": DNS_PEERS, "ports": DNS_PORTS},
+        {"to": [{"ip_block": {"cidr": METADATA_ADDRESS}}], "ports": [p for port in METADATA_PORTS for p in _tcp(port)]},
         {"to": [{"ip_block": {"cidr": "0.0.0.0/0", "except": internet_except(cfg)}}], "ports": _tcp(HTTPS_PORT)},
         {"to": [{"ip_block": {"cidr": cfg.network.master_cidr}}], "ports": _tcp(HTTPS_PORT)},
     ]

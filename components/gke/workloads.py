@@ -20,6 +20,10 @@ InstallerDaemonSet
     a cold install and the reboot. The hash is also a pod-template annotation: a changed version set
     rolls the DaemonSet.
 
+CosDriverInstaller (with `gkeGpuDriver: cos-installer` only)
+    Google's COS driver installer DaemonSet (cos_driver.py), pinned to `gkeCosDriverVersion`: the driver on
+    every A4 node whose GKE driver installation is disabled; the staging DaemonSet waits for it.
+
 GibInstaller (with `ncclGib`, the default)
     Google's NCCL RDMA installer DaemonSet (gke_gib.py): the gIB NCCL plugin into the host's
     `/home/kubernetes/bin/gib` on every A4 node, never beside the driver's libraries; Ready once copied.
@@ -37,8 +41,9 @@ BenchmarkJobs
     and stays `ttlSecondsAfterFinished` (3 days) so `deepep-a4 report` can read the logs.
 
 Benchmark pod privileges: decided in gke_pod_security.py (with the default `podNetworking: hostNetwork` the
-RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged
-and is unproven on Ubuntu with DOCA-OFED). GPUs come from GKE's device plugin
+RDMA benchmark pods are privileged, as Google's A4 recipes run them; `multiNetwork` keeps them unprivileged on
+`host-install`, unproven on Ubuntu with DOCA-OFED; on `supported` they are privileged root in both, for IBGDA
+with GKE's driver). GPUs come from GKE's device plugin
 (`nvidia.com/gpu: 8`); only the RDMA tests (internode, low-latency) get the multi-network interfaces.
 Read-only host mounts: the install root (same path, so the env file's paths hold) and GKE's gIB NCCL
 plugin folder; writable: emptyDirs for results, /tmp (HOME), a memory /dev/shm (NCCL) and libibverbs'
@@ -61,7 +66,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
+from components.config.rules_driver import COS_INSTALLER
 from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs
+from components.gke.cos_driver import CosDriverArgs, CosDriverInstaller
 from components.gke.gib import GibArgs, GibInstaller
 from components.gke.installer import InstallerArgs, InstallerDaemonSet
 from components.gke.objects import NAMESPACE, PART_OF, child_opts, depends_of
@@ -117,10 +124,19 @@ class GkeWorkloads(pulumi.ComponentResource):
             },
             opts=child_opts(self),
         )
+        # gkeGpuDriver cos-installer: the pinned driver on every node before staging (cos_driver.py).
+        self.cos_driver: CosDriverInstaller | None = None
+        if cfg.gke.gpu_driver == COS_INSTALLER:
+            self.cos_driver = CosDriverInstaller(
+                f"{name}-cos-driver",
+                CosDriverArgs(cfg, ns),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
+            )
+        driver = [self.cos_driver.daemon_set] if self.cos_driver is not None else []
         self.installer = InstallerDaemonSet(
             f"{name}-installer",
             InstallerArgs(cfg, ns),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool, *driver]),
         )
         self.gib: GibInstaller | None = None
         if cfg.installer.nccl_gib:

@@ -192,3 +192,51 @@ def connects(policies: list[dict[str, Any]], src: Pod, dst: Endpoint) -> bool:
     if not egress_allowed(policies, src, dst):
         return False
     return dst.pod is None or ingress_allowed(policies, src, src.ip, dst.pod, dst.port, dst.protocol)
+
+
+# Where a pod's DNS query lands, the part of the path that NetworkPolicy sees.
+# - [NLD-GKE] https://cloud.google.com/kubernetes-engine/docs/how-to/nodelocal-dns-cache (read 2026-12-02): GKE
+#   Standard enables NodeLocal DNSCache by default from 1.33.1 (it can be disabled); a DaemonSet runs a cache on
+#   every node and "the request goes to the DNS cache that runs on the same node as the Pod"; Pods need no change.
+# - [NLD-K8S] kubernetes/kubernetes cluster/addons/dns/nodelocaldns/nodelocaldns.yaml at
+#   028f956d2f934d6c82ca815e3f8d622da7e480cb: DaemonSet `node-local-dns` in kube-system, label
+#   `k8s-app: node-local-dns`, `hostNetwork: true`, listening on `-localip __PILLAR__LOCAL__DNS__` (169.254.20.10
+#   by default, the addon's README) on a dummy interface of the node.
+# - [NLD-DPV2] GKE's variant on Dataplane V2: the node's node-local-dns pod is a pod-network backend that the
+#   kube-dns Service address is redirected to on the pod's own node, so a pod selector on `k8s-app:
+#   node-local-dns` admits it; Google's own policy allows that peer beside the two others
+#   (gke-labs/kube-agents examples/vllm-gemma/networkpolicy.yaml at 1905108845fc3e5dcae64668f881bdb200bf0f31).
+#   GKE's manifest of the addon is not public: both variants are kept, and a policy must pass both.
+# - Cache off: kube-dns; Dataplane V2 resolves the Service to a kube-dns pod before policy ([DOC]: undefined
+#   whether NAT happens before policy; Cilium's socket load balancer does it first).
+NODE_LOCAL_DNS_IP = "169.254.20.10"  # [NLD-K8S] __PILLAR__LOCAL__DNS__ default
+NODE_LOCAL_DNS_LABELS = {"k8s-app": "node-local-dns"}  # [NLD-K8S] the DaemonSet's pod template labels
+KUBE_DNS_LABELS = {"k8s-app": "kube-dns"}
+
+
+@dataclass(frozen=True)
+class DnsPath:
+    """One way the cluster may answer a pod's DNS query: its name and every place a query may go (UDP and TCP
+    53 to each); a pod resolves names on this path only if it reaches all of them."""
+
+    name: str
+    servers: tuple[Endpoint, ...]
+
+
+def dns_paths(node_local_dns_cache: bool, kube_dns_ip: str, local_pod_ip: str) -> list[DnsPath]:
+    """The DNS paths of a cluster with NodeLocal DNSCache on or off (sources above): off, kube-dns's pods; on,
+    the node's cache, either GKE Dataplane V2's pod-network node-local-dns pod [NLD-DPV2] or the upstream
+    manifest's host-network cache on 169.254.20.10 [NLD-K8S]: a host-network pod is the node's traffic, so
+    the destination is a bare address that only an ipBlock admits (peer_matches)."""
+
+    def on_53(ip: str, pod: Pod | None, what: str) -> tuple[Endpoint, ...]:
+        return tuple(Endpoint(ip, 53, proto, pod, f"{what}:53/{proto}") for proto in ("UDP", "TCP"))
+
+    if not node_local_dns_cache:
+        kube_dns = Pod("kube-dns", "kube-system", KUBE_DNS_LABELS, kube_dns_ip)
+        return [DnsPath("kube-dns (NodeLocal DNSCache off)", on_53(kube_dns.ip, kube_dns, "kube-dns"))]
+    gke = Pod("node-local-dns", "kube-system", NODE_LOCAL_DNS_LABELS, local_pod_ip)
+    return [
+        DnsPath("node-local-dns pod (GKE Dataplane V2)", on_53(gke.ip, gke, "node-local-dns pod")),
+        DnsPath("node-local-dns on 169.254.20.10 (hostNetwork)", on_53(NODE_LOCAL_DNS_IP, None, "node-local-dns")),
+    ]

@@ -167,7 +167,7 @@ def test_defaults_follow_the_profile() -> None:
         ({"gdrcopyKernelModule": True}, "gdrcopyKernelModule", "a host-install key"),
         ({"useDocaOfed": False}, "useDocaOfed", "a host-install key"),
         ({"allowReboot": False}, "allowReboot", "a host-install key"),
-        ({"gkeGpuDriver": "installer"}, "gkeGpuDriver", "use DEFAULT or LATEST"),
+        ({"gkeGpuDriver": "installer"}, "gkeGpuDriver", "use DEFAULT, LATEST or cos-installer"),
         ({"platform": "gce", "gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "accelerator image"),
         ({"nvshmemVersion": "3.3.9", "deepepRef": "v1.2.1"}, "nvshmemVersion", "needs NVSHMEM 3.4.5 or newer"),
     ],

@@ -25,7 +25,7 @@ from deepep_a4 import plan_engine
 from deepep_a4.plan import kubernetes_manifests
 from scripts import names
 from tests.components.gke import identity as gid
-from tests.components.k8s_netpol import Endpoint, Pod, connects, ingress_allowed
+from tests.components.k8s_netpol import Endpoint, Pod, connects, dns_paths, ingress_allowed
 from tests.conftest import plan, stack_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,8 +97,18 @@ def pool_of(p: Plan, spec: dict[str, Any]) -> str:
     return found[0]
 
 
-def world(p: Plan) -> dict[str, Any]:
-    """The pods and places a connection may go to, with what each pod needs."""
+# GKE's network-policy page, the note on Workload Identity Federation for GKE and the metadata server
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/network-policy, read 2026-12-02): what a restricted pod
+# must reach for the GKE metadata server, by datapath.
+METADATA_SERVER = {
+    "ADVANCED_DATAPATH": [("169.254.169.254", 80), ("169.254.169.254", 8080)],
+    "LEGACY_DATAPATH": [("169.254.169.252", 988)],  # GKE 1.21.0-gke.1000 and later without Dataplane V2
+}
+
+
+def world(p: Plan, node_local_dns_cache: bool = False, dns_variant: int = 0) -> dict[str, Any]:
+    """The pods and places a connection may go to, with what each pod needs; DNS as the cluster serves it with
+    NodeLocal DNSCache on or off (k8s_netpol.dns_paths; `dns_variant` picks one of that setting's paths)."""
     staging, _ = p.pod("DaemonSet", "deepep-installer")
     gib, _ = p.pod("DaemonSet", "nccl-gib-installer")
     internode, _ = p.pod("Job", "deepep-internode")
@@ -106,10 +116,17 @@ def world(p: Plan) -> dict[str, Any]:
     intranode, _ = p.pod("Job", "deepep-intranode")
     low_latency, _ = p.pod("Job", "deepep-low-latency")
     kube_dns = Pod("kube-dns", "kube-system", {"k8s-app": "kube-dns"}, str(next(p.pod_ips)))
-    dns = [Endpoint(kube_dns.ip, 53, proto, kube_dns, f"kube-dns:53/{proto}") for proto in ("UDP", "TCP")]
-    metadata = [
-        Endpoint("169.254.169.254", 80, what="metadata server 169.254.169.254:80"),
-        Endpoint("169.254.169.252", 988, what="GKE metadata server 169.254.169.252:988 (Dataplane V2)"),
+    paths = dns_paths(node_local_dns_cache, kube_dns.ip, str(next(p.pod_ips)))
+    dns = list(paths[dns_variant].servers)
+    datapath = next(
+        r["inputs"]["datapathProvider"] for r in p.result.resources if r["type"] == "gcp:container/cluster:Cluster"
+    )
+    metadata = [Endpoint(ip, port, what=f"GKE metadata server {ip}:{port}") for ip, port in METADATA_SERVER[datapath]]
+    other_metadata = [
+        Endpoint(ip, port, what=f"the {dp} metadata server {ip}:{port}")
+        for dp, pairs in METADATA_SERVER.items()
+        if dp != datapath
+        for ip, port in pairs
     ]
     storage = Endpoint(GOOGLE_API, 443, what="storage.googleapis.com:443")
     control_plane = Endpoint(p.master, 443, what="the control plane's private endpoint :443")
@@ -118,6 +135,7 @@ def world(p: Plan) -> dict[str, Any]:
         Endpoint(peer.ip, 41000, pod=peer, what="an internode peer's NCCL bootstrap port"),
     ]
     fake_dns = Pod("fake-dns", "default", {"k8s-app": "kube-dns"}, str(next(p.pod_ips)))
+    fake_cache = Pod("fake-cache", "default", {"k8s-app": "node-local-dns"}, str(next(p.pod_ips)))
     web = p.other_pod("default", {"app": "web"})
     never = [
         Endpoint("203.0.113.7", 80, what="an internet address :80"),
@@ -125,12 +143,15 @@ def world(p: Plan) -> dict[str, Any]:
         Endpoint("8.8.8.8", 53, "UDP", what="a public DNS resolver"),
         Endpoint(PRIVATE_GOOGLE_API, 80, what="private.googleapis.com :80"),
         Endpoint(fake_dns.ip, 53, "UDP", fake_dns, "a pod labelled k8s-app=kube-dns in another namespace"),
+        Endpoint(fake_cache.ip, 53, "UDP", fake_cache, "a pod labelled k8s-app=node-local-dns in another namespace"),
+        Endpoint("169.254.20.10", 80, what="the NodeLocal DNSCache address on another port"),
+        *other_metadata,
         Endpoint(web.ip, 443, pod=web, what="another namespace's pod :443"),
         Endpoint(web.ip, 8080, pod=web, what="another namespace's pod :8080"),
         Endpoint(p.node_ip, 10250, what="a node's kubelet"),
         Endpoint(p.node_ip, 443, what="a node's address :443"),
         Endpoint(gib.ip, 80, pod=gib, what="the gIB pod"),
-        Endpoint("169.254.169.254", 8080, what="the metadata address on another port"),
+        Endpoint("169.254.169.254", 8081, what="the metadata address on another port"),
     ]
     bench_never = [*never, *metadata, storage, control_plane, Endpoint(staging.ip, 443, pod=staging, what="staging")]
     return {
@@ -155,7 +176,7 @@ def world(p: Plan) -> dict[str, Any]:
             "intranode": [*bench_never, *rendezvous],
             "low-latency": [*bench_never, *rendezvous],
         },
-        "callers": [web, fake_dns, kube_dns, staging, gib, intranode, low_latency],
+        "callers": [web, fake_dns, fake_cache, kube_dns, staging, gib, intranode, low_latency],
     }
 
 
@@ -169,15 +190,63 @@ def test_each_pod_reaches_what_it_needs(multi: Plan) -> None:
     assert missing(multi.policies, world(multi)) == []
 
 
+@pytest.mark.parametrize("cache", [False, True], ids=["nodelocal-dns-off", "nodelocal-dns-on"])
+def test_staging_and_benchmark_pods_resolve_names_with_and_without_nodelocal_dns_cache(
+    multi: Plan, cache: bool
+) -> None:
+    """The cluster leaves NodeLocal DNSCache to GKE (on by default from GKE 1.33.1, off before, switchable), so
+    the staging pod (metadata.google.internal, storage.googleapis.com) and the internode pods (MASTER_ADDR, pod
+    0's DNS name) must resolve names on every path either setting may take (k8s_netpol.dns_paths)."""
+    kube_dns = str(next(multi.pod_ips))
+    for variant, path in enumerate(dns_paths(cache, kube_dns, str(next(multi.pod_ips)))):
+        w = world(multi, cache, variant)
+        assert missing(multi.policies, w) == [], path.name
+        for name in ("staging", "internode", "intranode", "low-latency"):
+            assert all(connects(multi.policies, w["pods"][name], e) for e in path.servers), (name, path.name)
+        assert not any(connects(multi.policies, w["pods"]["gib"], e) for e in path.servers), path.name
+
+
+def test_a_kube_dns_only_rule_fails_under_nodelocal_dns_cache(multi: Plan) -> None:
+    """What issue 42 feared: with only the kube-dns peer, every NodeLocal DNSCache path drops the staging and
+    internode pods' queries while the cache-off path works. Proves the evaluator's DNS path can fail."""
+    kube_only = copy.deepcopy(multi.policies)
+    for policy in kube_only:
+        for rule in policy["spec"].get("egress") or []:
+            if any(p.get("port") == 53 for p in rule.get("ports") or []):
+                rule["to"] = [
+                    p for p in rule["to"] if (p.get("podSelector") or {}).get("matchLabels") == {"k8s-app": "kube-dns"}
+                ]
+    assert missing(kube_only, world(multi, False)) == []
+    for variant in range(2):
+        w = world(multi, True, variant)
+        broken = missing(kube_only, w)
+        assert any(b.startswith("staging ") for b in broken) and any(b.startswith("internode ") for b in broken)
+
+
+def test_each_dns_peer_serves_one_cluster_setting(multi: Plan) -> None:
+    """Every peer of both policies' DNS rules is needed on one DNS path: none is there for nothing."""
+    settings = [(False, 0), (True, 0), (True, 1)]
+    for i, policy in enumerate(multi.policies):
+        for j, rule in enumerate(policy["spec"].get("egress") or []):
+            if not any(p.get("port") == 53 for p in rule.get("ports") or []):
+                continue
+            for k in range(len(rule["to"])):
+                mutated = copy.deepcopy(multi.policies)
+                del mutated[i]["spec"]["egress"][j]["to"][k]
+                assert any(missing(mutated, world(multi, c, v)) for c, v in settings), (policy["metadata"]["name"], k)
+
+
 def test_the_world_model_matches_the_cluster(multi: Plan) -> None:
-    """The endpoints above hold for this cluster: kube-dns answers DNS (no Cloud DNS, no NodeLocal DNSCache,
-    which would move the resolver to 169.254.169.254:53 or 169.254.20.10), Dataplane V2 enforces the
+    """The endpoints above hold for this cluster: kube-dns answers DNS, with or without NodeLocal DNSCache (no
+    Cloud DNS, which would move the resolver to 169.254.169.254:53), and the cluster does not set the cache
+    either way (GKE's version default holds; both settings are proven above); Dataplane V2 enforces the
     policies and resolves Service addresses to their endpoints before policy (Cilium's socket load balancer),
-    the control plane's private endpoint is in masterCidr."""
+    and decides which metadata server addresses a policy must admit (METADATA_SERVER); the control plane's
+    private endpoint is in masterCidr."""
     cluster = next(r["inputs"] for r in multi.result.resources if r["type"] == "gcp:container/cluster:Cluster")
     assert cluster["datapathProvider"] == "ADVANCED_DATAPATH"
     assert not cluster.get("dnsConfig")
-    assert not ((cluster.get("addonsConfig") or {}).get("dnsCacheConfig") or {}).get("enabled")
+    assert "dnsCacheConfig" not in (cluster.get("addonsConfig") or {})
     assert cluster["privateClusterConfig"]["masterIpv4CidrBlock"] == multi.cfg.network.master_cidr
 
 

@@ -486,7 +486,7 @@ def test_node_count_from_config() -> None:
     [
         ({"provisioning": "flex-start", "reservationName": "r1"}, "reservationName", "only used with"),
         ({"nodeCount": 151}, "nodeCount", "compact placement allows at most 150"),
-        ({"gkeGpuDriver": "disabled"}, "gkeGpuDriver", "one of: installer, DEFAULT, LATEST"),
+        ({"gkeGpuDriver": "disabled"}, "gkeGpuDriver", "one of: installer, DEFAULT, LATEST, cos-installer"),
         ({"podNetworking": "sriov"}, "podNetworking", "one of: hostNetwork, multiNetwork"),
     ],
 )

@@ -42,12 +42,17 @@ def test_benchmark_pods_admit_only_internode_peers_and_reach_only_dns_and_peers(
         assert selector.items() <= labels.items()
     internode = {"matchLabels": {**selector, "deepep-a4/test": "internode"}}
     dns, peers = isolated["egress"]
-    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    assert dns["to"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    kube_system = {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    # DNS: kube-dns, or NodeLocal DNSCache's pod or address (test_network_identity proves each is needed).
+    assert dns["to"] == [
+        {"namespaceSelector": kube_system, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},
+        {"namespaceSelector": kube_system, "podSelector": {"matchLabels": {"k8s-app": "node-local-dns"}}},
+        {"ipBlock": {"cidr": "169.254.20.10/32"}},
+    ]
     assert sorted(p["port"] for p in dns["ports"]) == [53, 53]
     assert peers == {"to": [{"podSelector": internode}]}
-    # Nothing else leaves a benchmark pod: no ipBlock, so not the metadata server 169.254.169.254 either.
-    assert "ipBlock" not in str(isolated)
+    # Nothing else leaves a benchmark pod: one ipBlock, the DNS cache's, so not the metadata server either.
+    assert str(isolated).count("ipBlock") == 1
     peers_in = policies["deepep-bench-internode-peers"]
     assert peers_in["podSelector"] == internode
     assert peers_in["ingress"] == [{"from": [{"podSelector": internode}]}]
