@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 Loader = Callable[[str], Any]
-# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA).
-RDMA_TESTS = ("low-latency", "internode")
+# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA, DeepEP V2's
+# elastic over NCCL's Gin, which ElasticBuffer opens over the NICs even on one node): they get gIB's settings,
+# the device check and the NIC counters (run_bench.py).
+RDMA_TESTS = ("low-latency", "internode", "elastic")
 
 
 def hca_names(load: Loader = ctypes.CDLL) -> list[str]:
