@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any
 
 Loader = Callable[[str], Any]
-# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA, DeepEP V2's
-# elastic over NCCL's Gin, which ElasticBuffer opens over the NICs even on one node): they get gIB's settings,
-# the device check and the NIC counters (run_bench.py).
+# Tests whose traffic goes through the NICs (NVSHMEM IBGDA, RDMA, V2's NCCL Gin).
 RDMA_TESTS = ("low-latency", "internode", "elastic")
 
 

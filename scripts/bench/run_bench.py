@@ -84,7 +84,7 @@ class TestRun:
     seconds: float = 0.0
     status: str = "skipped"
     problems: list[str] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=lambda: {"values": {}})
     repeat: int = 1
     checks: list[dict[str, str]] = field(default_factory=list)
 
@@ -130,7 +130,7 @@ def run_test(
         run.problems, run.status, run.checks = res.problems, res.status, res.checks
         run.summary = res.summary
         records = res.records
-    if run.test in bench_gin.GIN_TESTS:  # the Gin transport NCCL took, as its INFO line says (gin.py)
+    if run.test in bench_gin.GIN_TESTS:
         run.summary = {**run.summary, "gin": bench_gin.gin_of(log_path.read_text(errors="replace").splitlines())}
     doc = {**asdict(run), "records": records, "host": socket.gethostname(), "begin": begin, "end": end}
     (results_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -313,7 +313,6 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     for note in notes:
         log(out, "env", note)
 
-    # V2's elastic test is in the RDMA set (gIB's settings) and gets Gin's own traffic class on top (gin.py).
     gin_test_env, gin_note = bench_gin.gin_env(rdma_env)
     if any(t in bench_gin.GIN_TESTS for t in tests):
         log(out, "env", gin_note)
@@ -418,8 +417,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         "ran": ran,
         "tests": [
             {k: v for k, v in asdict(r).items() if k in SUMMARY_KEYS}
-            | {"values": r.summary.get("values", {})}
-            | ({"gin": r.summary["gin"]} if "gin" in r.summary else {})
+            | {k: r.summary[k] for k in ("values", "gin") if k in r.summary}
             for r in runs
         ],
         "spread": bench_parse.spread([(r.test, r.summary.get("values", {})) for r in runs]),
