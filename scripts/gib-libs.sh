@@ -1,4 +1,5 @@
-# gIB's libraries: one rule on GKE and GCE (payload.py); rdma-core is set aside (T16/T17).
+# shellcheck shell=sh
+# gIB's libraries, one rule on GKE and GCE: rdma-core is set aside (T16/T17).
 gib_kind() {
   case $1 in
     libnccl*) echo nccl ;;
@@ -6,7 +7,7 @@ gib_kind() {
     *) echo other ;;
   esac
 }
-# gib_verbs PLUGIN: its verbs needs as loaded here (ldd -r -v); fails on one the rdma-core here lacks.
+# gib_verbs PLUGIN: its verbs needs (ldd -r -v); fails on one this rdma-core lacks.
 gib_verbs() {
   o=$(ldd -r -v "$1" 2>&1) || true
   printf '%s\n' "$o" | sed "s|^|[gib] ${1##*/}: |"

@@ -104,7 +104,8 @@ GIB_LIBS_MARK = "# @gib-libs.sh\n"
 
 
 def gib_libs() -> str:
-    return _read(GIB_LIBS)
+    """The rule's functions, without the file's own shellcheck directive (the scripts that take it have theirs)."""
+    return _read(GIB_LIBS).removeprefix("# shellcheck shell=sh\n")
 
 
 def with_gib_libs(text: str) -> str:

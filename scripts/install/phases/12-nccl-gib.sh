@@ -25,15 +25,17 @@ check_gib_lib64() {
     die "nccl-gib $NCCL_GIB_VERSION installed but $GIB_ROOT/lib64 holds no libnccl-net*: no NCCL plugin to use"
   for f in "$lib"/*; do
     [[ $(gib_kind "${f##*/}") == rdma-core ]] || continue
-    mkdir -p "$lib.rdma-core" && mv -f "$f" "$lib.rdma-core/" || die "cannot move $f"
+    mkdir -p "$lib.rdma-core"
+    mv -f "$f" "$lib.rdma-core/" || die "cannot move $f"
     log "set aside lib64/${f##*/}: rdma-core (T16/T17)"
   done
   log "$GIB_ROOT/lib64: $(cd "$lib" && echo *)"
   for f in "$lib"/libnccl-net*.so; do
     (
+      # shellcheck source=/dev/null
       [[ -f $ENV_FILE ]] && . "$ENV_FILE"
       LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" gib_verbs "$f"
-    ) || die "the gIB plugin cannot use this node's rdma-core (above): set ncclGib=false"
+    ) || die "the gIB plugin cannot use this rdma-core (above): set ncclGib=false"
   done
 }
 
