@@ -342,7 +342,10 @@ class BillCap:
         later = "`pulumi up` keeps the deadline and is refused after it (destroy, then up, for a new one)"
         if self.platform == "gce":
             verb = "stops" if self.action == "STOP" else "deletes"
-            return f"each VM has max_run_duration {hours}: Compute Engine {verb} it; nothing recreates it: {later}"
+            return (
+                f"each VM has terminationTime at the deadline: Compute Engine {verb} it then, and a VM recreated "
+                f"before it keeps it; {later}"
+            )
         return (
             "a Cloud Scheduler job deletes the A4 node pool, so no node comes back; each node also has "
             f"max_run_duration {hours} (alone not a cap: the pool recreates a preempted spot node with a fresh "

@@ -308,8 +308,8 @@ def remote_build(
     if project and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", project):
         # https://cloud.google.com/resource-manager/docs/creating-managing-projects (project ID requirements)
         raise click.UsageError(f"--build-project {project!r} is not a project id (6-30 chars: a-z 0-9 -, letter first)")
-    target = store_remote.Target(project or cfg.project, cfg.region, url, build_root(cfg))
-    click.echo(f"building on Cloud Build ({why}): {store_estimate.estimate_line()}")
+    target = store_remote.Target(project or cfg.project, cfg.installer.store_build_region, url, build_root(cfg))
+    click.echo(f"building on Cloud Build ({why}): {store_estimate.estimate_line(cfg=cfg)}")
     render(cfg, work)
     if not dry_run:
         return store_remote.run(cfg, work, image, target, from_dir)

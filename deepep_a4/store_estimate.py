@@ -45,14 +45,54 @@ def price_per_minute(prices: dict[str, Any] | None = None) -> tuple[float | None
     )
 
 
-def estimate_line(prices: dict[str, Any] | None = None) -> str:
+def estimate_line(prices: dict[str, Any] | None = None, cfg: config.StackConfig | None = None) -> str:
     rate, source, read = price_per_minute(prices)
     low, high = estimate_s()
     money = f"USD {rate * low / 60:.2f}-{rate * high / 60:.2f}" if rate is not None else "cost unknown"
     price = f"USD {rate}/build-minute" if rate is not None else "price unknown"
-    return (
+    line = (
         f"{MACHINE_PRICE_KEY} at {price} (cited: {source}, read {read}); ESTIMATE {low / 60:.0f}-{high / 60:.0f} min, "
         f"{money} (from the local build measured on a 16-core H100 host, docs/store.md); timeout {TIMEOUT_S // 60} min"
+    )
+    return line if cfg is None else f"{line}; {transfer_line(cfg, prices)}"
+
+
+# The user space the build publishes (docs/store.md: "upload 4.6 GB"); its source archive comes on top.
+PUBLISHED_GB = 4.6
+
+
+def transfer_category(bucket: str, build: str) -> str:
+    """Cloud Storage's category for data between a bucket in `bucket` and a service in `build` (prices.yaml
+    storage_transfer)."""
+    from components.config import cloud_build
+
+    if bucket == build:
+        return "same-region"
+    ends = {cloud_build.continent(bucket), cloud_build.continent(build)}
+    if "australia" in ends and len(ends) == 2:
+        return "australia"
+    return "same-continent" if len(ends) == 1 else "between-continents"
+
+
+def transfer_line(cfg: config.StackConfig, prices: dict[str, Any] | None = None) -> str:
+    """Where the build runs, where the bucket is, and what moving the build's data between them costs. The
+    offline plan does not read the bucket: it takes the store project's advice, the stack's region
+    (store/Pulumi.yaml deepep-a4-store:location)."""
+    from deepep_a4 import cost
+
+    build, bucket = cfg.installer.store_build_region, cfg.region
+    entry = (cost.load_prices() if prices is None else prices).get("storage_transfer") or {}
+    category = transfer_category(bucket, build)
+    rate = cost._price((entry.get("per_gib") or {}).get(category))
+    where = f"built in {build} (artifactStoreBuildRegion), store bucket assumed in {bucket} (the stack's region)"
+    if category == "same-region":
+        return f"{where}: the same region, no data transfer charge"
+    money = f"USD {rate * PUBLISHED_GB:.2f}" if rate is not None else "rate unknown"
+    kind = category.replace("-", " ")
+    return (
+        f"{where}: about {PUBLISHED_GB} GB cross between them, Cloud Storage data transfer {kind} "
+        f"({money}; {entry.get('source', '?')}, read {entry.get('read', '?')}); building in the bucket's region "
+        "avoids it where the project may build there"
     )
 
 
@@ -76,7 +116,7 @@ def store_warnings(cfg: config.StackConfig, stack: str) -> list[str]:
         )
         lines.append(f"STAND-IN: no artifactStoreManifest: {cold}; run {build}")
     if lines:  # the build the lines above ask for, on Cloud Build (store build --remote, or `run --build-store`)
-        lines.append(f"  store build on Cloud Build: {estimate_line()}")
+        lines.append(f"  store build on Cloud Build: {estimate_line(cfg=cfg)}")
     if first_up := installer.first_up_names(cfg):
         lines.append(
             f"STAND-IN: the sha256 of {', '.join(first_up)} ({plan_engine.STAND_IN}: downloaded once on your "

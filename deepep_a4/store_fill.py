@@ -35,7 +35,7 @@ def default_builder(cfg: StackConfig) -> tuple[str, str]:
         if not url.startswith("gs://"):
             raise click.ClickException(f"artifactStore {url}: a build on Cloud Build ({why}) needs gs://BUCKET/PREFIX")
         store_build.render(cfg, work)
-        target = store_remote.Target(cfg.project, cfg.region, url, store_build.build_root(cfg))
+        target = store_remote.Target(cfg.project, cfg.installer.store_build_region, url, store_build.build_root(cfg))
         sha = store_remote.run(cfg, work, image, target, None)
     else:
         sha = store_build.build(cfg, work, store.open_store(url), image, None)
@@ -67,7 +67,8 @@ def fill_and_pin(
             )
         from deepep_a4 import store_estimate
 
-        say(f"stack {name} pins no store manifest. A store build on Cloud Build: {store_estimate.estimate_line()}")
+        line = store_estimate.estimate_line(cfg=cfg)
+        say(f"stack {name} pins no store manifest. A store build on Cloud Build: {line}")
         if ask("build the store now and pin its manifest? [y/N] ").strip().lower() not in ("y", "yes"):
             return f"no store manifest and no build: run {manual}, or answer y (or pass --build-store)"
     try:

@@ -337,6 +337,24 @@ def prepare(cfg: StackConfig, work: Path, from_dir: Path | None, fill: bool, ech
     return inner, hashlib.sha256(inner).hexdigest()
 
 
+def region_refused(err: Exception, target: Target) -> click.ClickException | None:
+    """Cloud Build's FAILED_PRECONDITION on create_build as one line naming the setting, or None for any other
+    error. A project restricted to Cloud Build's six regions gets it elsewhere ("due to quota restrictions,
+    cannot run builds in this region": components/config/cloud_build.py cites the page and the message)."""
+    from google.api_core import exceptions
+
+    from components.config import cloud_build
+
+    if not isinstance(err, exceptions.FailedPrecondition):
+        return None
+    allowed = ", ".join(cloud_build.ALWAYS_ALLOWED)
+    return click.ClickException(
+        f"Cloud Build refused a build in {target.region} for project {target.project} (FAILED_PRECONDITION: "
+        f"{err.message}): set deepep-a4:{cloud_build.KEY} to a region every project may build in ({allowed}; "
+        f"{cloud_build.SOURCE}), e.g. pulumi config set deepep-a4:{cloud_build.KEY} {cloud_build.DEFAULT_REGION}"
+    )
+
+
 def make_client() -> Any:
     cb = cloudbuild()
     return cb.CloudBuildClient()
@@ -374,7 +392,12 @@ def run(
         )
     client = client or make_client()
     build = request(cfg, image, target, sha, generation)
-    op = client.create_build(parent=target.parent, project_id=target.project, build=build)
+    try:
+        op = client.create_build(parent=target.parent, project_id=target.project, build=build)
+    except Exception as err:
+        if (refused := region_refused(err, target)) is None:
+            raise
+        raise refused from err
     build_id = op.metadata.build.id
     echo(f"Cloud Build {build_id} ({MACHINE_TYPE}, timeout {TIMEOUT_S // 60} min): {op.metadata.build.log_url}")
     logs = CloudLogs(target.project, build_id, post or google_post())

@@ -57,7 +57,8 @@ def installer_files(phases: tuple[str, ...]) -> dict[str, str]:
     files = {name: _read(f"install/{name}") for name in INSTALLER_LIBS}
     for phase in phases:
         rel = phase_script(phase)
-        files[rel] = _read(f"install/{rel}")
+        text = _read(f"install/{rel}")
+        files[rel] = with_gib_libs(text) if phase == "nccl-gib" else text
     if "pytorch" in phases:
         files.update(torch_locks())
     return files
@@ -96,8 +97,23 @@ def gce_startup_script() -> str:
 
 
 GKE_GIB_INIT = "gke/gib-init.sh"
+# The one rule for gIB's libraries (rdma-core set aside, the plugin's verbs needs checked), in each script that
+# says `# @gib-libs.sh`: the GKE init, the GCE nccl-gib phase, the GKE benchmark command.
+GIB_LIBS = "gib-libs.sh"
+GIB_LIBS_MARK = "# @gib-libs.sh\n"
+
+
+def gib_libs() -> str:
+    """The rule's functions, without the file's own shellcheck directive (the scripts that take it have theirs)."""
+    return _read(GIB_LIBS).removeprefix("# shellcheck shell=sh\n")
+
+
+def with_gib_libs(text: str) -> str:
+    if GIB_LIBS_MARK not in text:
+        raise ValueError(f"no '{GIB_LIBS_MARK.strip()}' line to put {GIB_LIBS} at")
+    return text.replace(GIB_LIBS_MARK, gib_libs(), 1)
 
 
 def gke_gib_init() -> str:
     """The gIB NCCL plugin DaemonSet's init-container script (its values come in as environment variables)."""
-    return _read(GKE_GIB_INIT)
+    return with_gib_libs(_read(GKE_GIB_INIT))

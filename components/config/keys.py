@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.config import provisioning, upstream, versions
+from components.config import cloud_build, provisioning, upstream, versions
 
 PROJECT_NAME = "deepep-a4"
 # The Google Cloud project ID the stack files ship with: valid, but nobody's. The plan warns about it.
@@ -262,6 +262,14 @@ KEYS: tuple[Key, ...] = (
         "objects it lists, each checked against its digest; empty: nodes restore no artifact (the cold path).",
     ),
     Key("artifactStoreOnly", bool, False, "Nodes take sources only from the store, never from the internet."),
+    Key(
+        cloud_build.KEY,
+        str,
+        cloud_build.DEFAULT_REGION,
+        "Region of `deepep-a4 store build --remote` (Cloud Build): some projects may build only in six regions "
+        "(cloud.google.com/build/docs/locations), the default is one of them; the store bucket may lie elsewhere.",
+        cloud_build.AVAILABLE,
+    ),
     Key("nicHandler", str, "gpu", "NVSHMEM_IBGDA_NIC_HANDLER.", NIC_HANDLERS),
     Key(
         "hcaPrefix",

@@ -79,6 +79,7 @@ class InstallerOptions:
     store_only: bool
     store_manifest: str  # sha256 of the builder's manifest (docs/store.md); "": nodes restore no artifact
     nccl_gib: bool  # Google's gIB NCCL plugin: the GKE DaemonSet or the GCE apt package, and its NCCL settings
+    store_build_region: str = "us-central1"  # artifactStoreBuildRegion: where `store build --remote` runs
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
         "artifactStoreOnly",
         "artifactStoreManifest",
         "ncclGib",
+        "artifactStoreBuildRegion",
     ),
     model.GkeOptions: (
         "gkeVersion",

@@ -117,11 +117,18 @@ class GceA4FleetArgs:
 def scheduling(cfg: StackConfig, deadline: pulumi.Input[str] | None = None) -> gcp.compute.InstanceSchedulingArgs:
     """Scheduling of every VM from its provisioning model's row; the TTL (bill cap) applies to all models.
 
-    `maxRunDuration` is a clock per VM that restarts when the VM is created again; `terminationTime` is the
-    stack's kept deadline itself, so a VM recreated after a preemption cannot outlive the bill cap. GCE
-    performs the instance termination action at either, whichever comes first, and takes either only with a
-    termination action (https://cloud.google.com/compute/docs/instances/limit-vm-runtime: "--termination-time"
-    with "--instance-termination-action", RFC 3339)."""
+    The bill cap is ONE field, never both: gcloud refuses `--max-run-duration` with `--termination-time`
+    ("Must specify exactly one of --max-run-duration or --termination-time as these fields are mutually
+    exclusive": google-cloud-sdk lib/googlecloudsdk/command_lib/compute/instances/flags.py,
+    ValidateInstanceScheduling, google-cloud-sdk-unofficial/google-cloud-sdk@01f043c2289d). With the stack's
+    kept deadline (the program always passes it when `ttl` is set) that field is `terminationTime`: absolute,
+    so a VM recreated after a preemption keeps the first deadline, and Compute Engine refuses to rerun a VM
+    whose termination time has passed (the same file's --termination-time help: "the terminationTimestamp
+    remains the same whenever the VM is rerun, but any requests to rerun the VM fail if the specified
+    timestamp is in the past"). `maxRunDuration` restarts its clock at every rerun (its help: "the sum of
+    MAX_RUN_DURATION and the time when the VM last entered the RUNNING state"), so it is used only where no
+    deadline is given (the fleet built alone). Either needs a termination action
+    (https://cloud.google.com/compute/docs/instances/limit-vm-runtime, RFC 3339 for the time)."""
     model = provisioning.MODELS[cfg.provisioning]
     ttl = gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=cfg.ttl_seconds) if cfg.ttl_seconds else None
     # Only an instance with a termination action may carry a max run duration; spot, flex-start and
@@ -142,7 +149,8 @@ def scheduling(cfg: StackConfig, deadline: pulumi.Input[str] | None = None) -> g
         automatic_restart=model.gce_automatic_restart,
         on_host_maintenance="TERMINATE",  # GPU VMs cannot live-migrate
         instance_termination_action=action,
-        max_run_duration=ttl,
+        # One of the two, never both (gcloud's ValidateInstanceScheduling, above).
+        max_run_duration=ttl if deadline is None else None,
         termination_time=deadline if ttl else None,
         on_instance_stop_action=discard,
     )

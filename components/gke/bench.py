@@ -94,6 +94,7 @@ def bench_command(cfg: StackConfig | None = None) -> list[str]:
     """
     paths = node_paths(cfg) if cfg else node_paths_default()
     env_file, python = paths["env"], paths["python"]
+    check = gib_verbs_check(cfg)
     script = f"""set -euo pipefail
 if [ ! -f {env_file} ]; then
   echo "[runner] error the installer's env file {env_file} is missing: is the node installed?"; exit {RUNNER_USAGE_EXIT}
@@ -105,9 +106,32 @@ python={python}
 if ! "$python" -c 'import torch, deep_ep' > /dev/null; then
   echo "[runner] error $python cannot import torch and deep_ep in this container (see above)"; exit {RUNNER_USAGE_EXIT}
 fi
-exec "$python" {RUNNER_DIR}/run_bench.py --deepep-dir {paths["deepep"]} --gib-dir {GIB_DIR} --results-dir {RESULTS_DIR}
 """
+    run = f"{RUNNER_DIR}/run_bench.py --deepep-dir {paths['deepep']} --gib-dir {GIB_DIR} --results-dir {RESULTS_DIR}"
+    script += f'{check}exec "$python" {run}\n'
     return ["bash", "-c", script]
+
+
+def gib_verbs_check(cfg: StackConfig | None) -> str:
+    """Before an RDMA test, the gIB plugin against the rdma-core this pod loads (the staged one on `supported`,
+    where gIB's own is set aside: scripts/gib-libs.sh): its verbs needs go to the log, a missing one stops the pod
+    with the reason (docs/platforms.md). As the runner's gib_env, gIB's lib64 comes last on the library path."""
+    if cfg is None or not cfg.installer.nccl_gib:
+        return ""
+    lib = f"{GIB_DIR}/lib64"
+    return payload.with_gib_libs(
+        f"""# @gib-libs.sh
+if [ -d {lib} ] && [ "${{BENCH_TESTS:-}}" != intranode ]; then
+  for f in {lib}/libnccl-net*.so; do
+    [ -e "$f" ] || continue
+    if ! LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:-}}:{lib}" gib_verbs "$f"; then
+      echo "[runner] error the gIB plugin cannot use this pod's rdma-core (above): ncclGib=false runs NCCL without it"
+      exit {RUNNER_USAGE_EXIT}
+    fi
+  done
+fi
+"""
+    )
 
 
 def node_paths_default() -> dict[str, str]:

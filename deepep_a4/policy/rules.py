@@ -91,9 +91,18 @@ def spot_has_ttl(type_: str, props: Props) -> list[str]:
         if sched.get("provisioningModel") != "SPOT" and sched.get("preemptible") is not True:
             return []
         seconds = get_path(sched, "maxRunDuration", "seconds")
+        at = sched.get("terminationTime")
         problems = []
-        if not isinstance(seconds, (int, float)) or seconds <= 0:
-            problems.append("spot VM has no scheduling.maxRunDuration: set the stack's ttl (e.g. 8h)")
+        # Either limit ends the VM (components/gce/fleet.py scheduling): the stack's deadline as
+        # terminationTime, or a maxRunDuration. A time still unknown in a preview raises on reading, and
+        # pulumi-policy then skips the rule (powers.py says the same).
+        has_time = isinstance(at, str) and bool(at)
+        has_duration = isinstance(seconds, (int, float)) and seconds > 0
+        if not (has_time or has_duration):
+            problems.append(
+                "spot VM has neither scheduling.terminationTime nor scheduling.maxRunDuration: "
+                "set the stack's ttl (e.g. 8h)"
+            )
         if sched.get("instanceTerminationAction") not in ("DELETE", "STOP"):
             problems.append("spot VM has no instanceTerminationAction (DELETE or STOP) for its TTL")
         return problems
@@ -105,6 +114,26 @@ def spot_has_ttl(type_: str, props: Props) -> list[str]:
         if isinstance(ttl, str) and ttl.endswith("s") and ttl[:-1].isdigit() and int(ttl[:-1]) > 0:
             return []
         return [f"spot node pool has no nodeConfig.maxRunDuration ('<seconds>s'), got {ttl!r}: set the stack's ttl"]
+    return []
+
+
+def gce_one_run_limit(type_: str, props: Props) -> list[str]:
+    """A VM carries at most one of maxRunDuration and terminationTime: gcloud refuses the pair ("Must specify
+    exactly one of --max-run-duration or --termination-time as these fields are mutually exclusive":
+    google-cloud-sdk lib/googlecloudsdk/command_lib/compute/instances/flags.py ValidateInstanceScheduling,
+    google-cloud-sdk-unofficial/google-cloud-sdk@01f043c2289d), and a limit needs a termination action (the
+    same function: --instance-termination-action with either)."""
+    if type_ not in (INSTANCE, INSTANCE_TEMPLATE):
+        return []
+    sched = props.get("scheduling") or {}
+    given = [key for key in ("maxRunDuration", "terminationTime") if sched.get(key) not in (None, "", {})]
+    if len(given) == 2:
+        return [
+            "VM scheduling carries both maxRunDuration and terminationTime: Compute Engine's tools take exactly "
+            "one (gcloud: mutually exclusive); the stack's deadline goes into terminationTime alone"
+        ]
+    if given and sched.get("instanceTerminationAction") not in ("DELETE", "STOP"):
+        return [f"VM scheduling has {given[0]} but no instanceTerminationAction (DELETE or STOP)"]
     return []
 
 
@@ -172,6 +201,10 @@ ADVISORY_RULES = frozenset({"a4-capacity-model"})
 RESOURCE_RULES: dict[str, tuple[str, Callable[[str, Props], list[str]]]] = {
     "a4-capacity-model": ("A4 capacity is spot, flex-start or a reservation.", a4_capacity_model),
     "spot-has-ttl": ("Spot capacity has a TTL (max run duration) so it cannot bill forever.", spot_has_ttl),
+    "gce-one-run-limit": (
+        "A VM ends by one run limit, terminationTime or maxRunDuration, never both (gcloud's rule).",
+        gce_one_run_limit,
+    ),
     "no-external-ip": ("No external IPs: no access configs, private GKE nodes, no EXTERNAL addresses.", no_external_ip),
     "no-open-firewall": ("No firewall rule allows ingress from 0.0.0.0/0.", no_open_firewall),
     "privileged-only-installer-namespace": (

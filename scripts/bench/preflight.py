@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 Loader = Callable[[str], Any]
-# Tests whose traffic goes through the NICs (low-latency over NVSHMEM IBGDA, internode over RDMA).
-RDMA_TESTS = ("low-latency", "internode")
+# Tests whose traffic goes through the NICs (NVSHMEM IBGDA, RDMA, V2's NCCL Gin).
+RDMA_TESTS = ("low-latency", "internode", "elastic")
 
 
 def hca_names(load: Loader = ctypes.CDLL) -> list[str]:

@@ -20,6 +20,7 @@ IMAGE="${GIB_IMAGE:?GIB_IMAGE names the plugin image}"
 ENTRY="${GIB_ENTRY:-/scripts/container_entry.sh}"
 VERSION_FILE="${GIB_VERSION_FILE:?GIB_VERSION_FILE names the version file the runner reads}"
 
+# @gib-libs.sh
 say() { echo "[gib] $*"; }
 fail() {
   echo "[gib] error: $*" >&2
@@ -41,11 +42,9 @@ rm -rf "$stage"
 mkdir -p "$stage/lib64"
 for f in "$SRC"/lib64/*; do
   name=${f##*/}
-  case $name in
-    libnccl*) cp -RP "$f" "$stage/lib64/" ;;
-    libibverbs* | librdmacm* | libmlx4* | libmlx5* | libibumad* | libnl-*)
-      say "left out lib64/$name: rdma-core; the node's own stays the only one a process loads (T16/T17)"
-      ;;
+  case $(gib_kind "$name") in
+    nccl) cp -RP "$f" "$stage/lib64/" ;;
+    rdma-core) say "left out lib64/$name: rdma-core; the node's own stays the only one a process loads (T16/T17)" ;;
     *) say "left out lib64/$name: not a gIB/NCCL library" ;;
   esac
 done

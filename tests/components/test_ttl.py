@@ -1,4 +1,5 @@
-"""The bill cap: the stack's `ttl` becomes max_run_duration on both platforms, and the plan says when it bites."""
+"""The bill cap: the stack's `ttl` becomes the GCE VMs' terminationTime (the deadline, ttl after the first `up`)
+and the GKE pool's max_run_duration, and the plan says when it bites."""
 
 from __future__ import annotations
 
@@ -33,12 +34,17 @@ def a4_pools(stack: str = "gke-b200", **overrides: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("ttl", "seconds"), [("8h", 28800), ("2h30m", 9000), ("1d", 86400)])
-def test_gce_vms_carry_the_ttl_as_a_struct_with_delete(ttl: str, seconds: int) -> None:
+def test_gce_vms_end_at_the_deadline_ttl_from_now_with_delete(ttl: str, seconds: int) -> None:
+    before = dt.datetime.now(dt.UTC)
     vms = of_type(plan("gce-b200", ttl=ttl), INSTANCE)
     assert len(vms) == 2
     for vm in vms:
         sched = vm["inputs"]["scheduling"]
-        assert sched["maxRunDuration"] == {"seconds": seconds}
+        at = dt.datetime.strptime(sched["terminationTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+        # The deadline is the plan's now + ttl, rounded up to the minute (components/deadline.py).
+        assert dt.timedelta(seconds=seconds) <= at - before.replace(second=0, microsecond=0)
+        assert at - before <= dt.timedelta(seconds=seconds + 180)
+        assert "maxRunDuration" not in sched  # one limit only (tests/components/gce/test_gcloud_scheduling.py)
         assert sched["instanceTerminationAction"] == "DELETE"
         assert sched["provisioningModel"] == "SPOT"
 
@@ -55,6 +61,7 @@ def test_gce_on_demand_without_ttl_has_no_cap() -> None:
     assert len(vms) == 2
     for vm in vms:
         assert "maxRunDuration" not in vm["inputs"]["scheduling"]
+        assert "terminationTime" not in vm["inputs"]["scheduling"]
 
 
 @pytest.mark.parametrize(("ttl", "text"), [("8h", "28800s"), ("90m", "5400s")])
@@ -76,7 +83,7 @@ def test_bill_cap_line_names_the_ttl_the_action_and_the_deadline() -> None:
     gce = cost.bill_cap(cfg_of("gce-b200", ttl="90m", terminationAction="STOP"), now)
     assert gce.deadline == now + dt.timedelta(minutes=90)
     assert "ttl 1h30m from the first `pulumi up`" in gce.line and "2026-01-02 04:34 UTC" in gce.line
-    assert "max_run_duration 1h30m: Compute Engine stops it" in gce.line
+    assert "terminationTime at the deadline: Compute Engine stops it" in gce.line
     gke = cost.bill_cap(cfg_of("gke-b200"), now)
     assert "a Cloud Scheduler job deletes the A4 node pool, so no node comes back" in gke.line
     assert "refused after it" in gke.line and gke.as_dict()["sources"] == list(cost.BILL_CAP_SOURCES["gke"])

@@ -1,23 +1,13 @@
 # shellcheck shell=bash disable=SC2154  # the variables come from config.sh and lib.sh
-# Phase nccl-gib: Google's gIB NCCL plugin on a GCE VM, as GoogleCloudPlatform/cluster-toolkit's A4 VM and
-# Slurm blueprints install it (examples/machine-learning/a4-highgpu-8g/a4high-vm.yaml and
-# a4high-slurm-blueprint.yaml): the apt package nccl-gib from Google's Artifact Registry apt repository
-# (through its ar+https transport), pinned to the Slurm blueprint's version and held. It lands in
-# /usr/local/gib; as in the Slurm blueprint, nothing adds it to ld.so.conf: the benchmark runner puts
-# /usr/local/gib/lib64 on the tests' LD_LIBRARY_PATH (scripts/bench/bench_env.py), so no other process on the
-# VM loads it. On GKE the gIB DaemonSet installs the plugin (components/gke/gib.py); ncclGib=false skips it.
-# NCCL uses it; verify does not (NVSHMEM), hence its place after verify.
+# Phase nccl-gib: gIB's plugin on GCE as cluster-toolkit installs it (examples/machine-learning/a4-highgpu-8g/
+# a4high-{vm,slurm-blueprint}.yaml): apt nccl-gib (ar+https), pinned, held, not in ld.so.conf (bench_env.py).
 
 phase_inputs() {
   echo "gib=$NCCL_GIB version=$NCCL_GIB_VERSION target=$DEEPEP_TARGET repo=$GIB_APT_REPO"
 }
 
 GIB_ROOT=/usr/local/gib
-# rdma-core libraries that must not come from the plugin's folder: on LD_LIBRARY_PATH they would shadow the
-# node's own (DOCA-OFED's or the image's) in every test process (troubleshooting T16/T17).
-GIB_RDMA_CORE_GLOB='libibverbs* librdmacm* libmlx4* libmlx5* libibumad*'
-
-# apt_key URL NAME: a signing key under /etc/apt/keyrings, as .asc when armored (apt reads both by suffix).
+# apt_key URL NAME: a key in /etc/apt/keyrings, .asc when armored (apt reads both by suffix).
 apt_key() {
   local url=$1 name=$2 tmp="$CACHE/$2.key" dest
   fetch_key "$url" "$tmp" "$name" >&2
@@ -27,17 +17,26 @@ apt_key() {
   echo "$dest"
 }
 
+# @gib-libs.sh
 check_gib_lib64() {
-  local lib="$SYS$GIB_ROOT/lib64" f pattern shadow=()
+  local lib="$SYS$GIB_ROOT/lib64" f
   [[ -d $lib ]] || die "nccl-gib $NCCL_GIB_VERSION installed but $GIB_ROOT/lib64 is missing: the package layout changed"
   compgen -G "$lib/libnccl-net*" >/dev/null ||
     die "nccl-gib $NCCL_GIB_VERSION installed but $GIB_ROOT/lib64 holds no libnccl-net*: no NCCL plugin to use"
-  for pattern in $GIB_RDMA_CORE_GLOB; do
-    for f in "$lib"/$pattern; do [[ -e $f ]] && shadow+=("${f##*/}"); done
+  for f in "$lib"/*; do
+    [[ $(gib_kind "${f##*/}") == rdma-core ]] || continue
+    mkdir -p "$lib.rdma-core"
+    mv -f "$f" "$lib.rdma-core/" || die "cannot move $f"
+    log "set aside lib64/${f##*/}: rdma-core (T16/T17)"
   done
-  ((${#shadow[@]} == 0)) ||
-    die "nccl-gib $NCCL_GIB_VERSION ships rdma-core in $GIB_ROOT/lib64 (${shadow[*]}): on the tests' LD_LIBRARY_PATH it would shadow the node's (troubleshooting T16/T17); set ncclGib=false"
   log "$GIB_ROOT/lib64: $(cd "$lib" && echo *)"
+  for f in "$lib"/libnccl-net*.so; do
+    (
+      # shellcheck source=/dev/null
+      [[ -f $ENV_FILE ]] && . "$ENV_FILE"
+      LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" gib_verbs "$f"
+    ) || die "the gIB plugin cannot use this rdma-core (above): set ncclGib=false"
+  done
 }
 
 phase_run() {
@@ -46,8 +45,7 @@ phase_run() {
   local have ar_key pkg_key
   have="$(installed_version nccl-gib)"
   if [[ $have != "$NCCL_GIB_VERSION" ]]; then
-    # The transport package (apt-transport-artifact-registry) comes from packages.cloud.google.com, the
-    # plugin from the Artifact Registry repository the transport reads; each signed by its own key.
+    # The AR transport (packages.cloud.google.com), then the plugin's repository: each with its own key.
     pkg_key="$(apt_key "$GOOGLE_APT_KEY_URL" google-cloud-packages)"
     ar_key="$(apt_key "$GIB_APT_KEY_URL" google-artifact-registry)"
     mkdir -p "$SYS/etc/apt/sources.list.d"
@@ -65,7 +63,7 @@ phase_run() {
     [[ $have == "$NCCL_GIB_VERSION" ]] ||
       die "apt installed nccl-gib but dpkg lists ${have:-no installed version}, not $NCCL_GIB_VERSION"
   fi
-  # Held, as both Google blueprints freeze it: an unattended upgrade would move the plugin under a pinned NCCL.
+  # Held as Google's blueprints do: an upgrade would move the plugin under a pinned NCCL.
   apt-mark hold nccl-gib >/dev/null || die "apt-mark hold nccl-gib failed"
   check_gib_lib64
   phase_note "nccl-gib $have, held"

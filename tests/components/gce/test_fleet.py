@@ -143,14 +143,12 @@ EXPECTED_SCHEDULING: dict[str, dict[str, Any]] = {
         "automaticRestart": False,
         "onHostMaintenance": "TERMINATE",
         "instanceTerminationAction": "DELETE",
-        "maxRunDuration": {"seconds": 28800},
     },
     "flex-start": {
         "provisioningModel": "FLEX_START",
         "automaticRestart": False,
         "onHostMaintenance": "TERMINATE",
         "instanceTerminationAction": "DELETE",
-        "maxRunDuration": {"seconds": 28800},
     },
     "reservation": {
         "provisioningModel": "RESERVATION_BOUND",
@@ -179,7 +177,8 @@ def test_scheduling_of_each_provisioning_mode(provisioning: str) -> None:
     deadline = [r["inputs"]["input"]["at"] for r in of_type(result, STASH) if r["name"] == "stack-deadline"]
     for vm in found:
         sched = dict(vm["inputs"]["scheduling"])
-        # With a TTL, the VM also ends at the stack's kept deadline itself (tests/components/test_state_kept.py).
+        # With a TTL, the VM ends at the stack's kept deadline itself, its one limit
+        # (tests/components/test_state_kept.py, tests/components/gce/test_gcloud_scheduling.py).
         assert sched.pop("terminationTime", None) == (deadline[0] if deadline else None)
         assert sched == EXPECTED_SCHEDULING[provisioning]
         affinity = vm["inputs"].get("reservationAffinity")
@@ -198,7 +197,7 @@ def test_ttl_and_stop_action_reach_every_vm() -> None:
     result = plan(STACK, ttl="90m", terminationAction="STOP")
     for vm in vms(result):
         sched = vm["inputs"]["scheduling"]
-        assert sched["maxRunDuration"] == {"seconds": 5400}
+        assert "maxRunDuration" not in sched and sched["terminationTime"]
         assert sched["instanceTerminationAction"] == "STOP"
         # GCE stops a VM with local SSD only with a discard choice; the provider accepts only true.
         assert sched["onInstanceStopAction"] == {"discardLocalSsd": True}
@@ -206,7 +205,7 @@ def test_ttl_and_stop_action_reach_every_vm() -> None:
 
 def test_on_demand_with_ttl_has_the_cap_and_an_action() -> None:
     sched = vms(plan(STACK, provisioning="on-demand", ttl="8h"))[0]["inputs"]["scheduling"]
-    assert sched["maxRunDuration"] == {"seconds": 28800}
+    assert "maxRunDuration" not in sched and sched["terminationTime"]
     assert sched["instanceTerminationAction"] == "DELETE"
 
 
