@@ -100,6 +100,12 @@ class Inputs:
     def get(self, name: str, default: str = "") -> str:
         return self.env.get(name, "").strip() or default
 
+    def port(self, name: str) -> int:
+        text = self.need(name)
+        if not text.isdigit() or not 0 < int(text) < 65536:
+            raise InputError(f"{name}={text!r} is not a TCP port")
+        return int(text)
+
     def number(self, name: str, default: float) -> float:
         text = self.get(name)
         try:
