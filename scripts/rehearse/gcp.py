@@ -106,7 +106,8 @@ class Gcs:
         return f"{self.root}/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"
 
     def read_sha256(self, bucket: str, name: str) -> tuple[str, str]:
-        """(sha256, evidence) of the object's bytes, streamed (objects.get with alt=media)."""
+        """(sha256, evidence) of the object's bytes, streamed (objects.get with alt=media; the evidence names
+        the object as gs://BUCKET/NAME, the endpoint is the store's)."""
         url, digest, size = self.media_url(bucket, name), hashlib.sha256(), 0
 
         def sink(chunk: bytes) -> None:
@@ -116,15 +117,15 @@ class Gcs:
 
         reply = common.http("GET", url, headers=self._auth(), timeout=120, sink=sink)
         if reply.status != 200:
-            raise common.SeamFailedError(f"GET {url} -> {reply.status} {reply.text()}")
-        return digest.hexdigest(), f"GET {url} -> 200 ({size} bytes)"
+            raise common.SeamFailedError(f"objects.get gs://{bucket}/{name} -> {reply.status} {reply.text()}")
+        return digest.hexdigest(), f"objects.get gs://{bucket}/{name} -> 200 ({size} bytes)"
 
     def read(self, bucket: str, name: str) -> tuple[bytes, str]:
         url = self.media_url(bucket, name)
         reply = common.http("GET", url, headers=self._auth(), timeout=60)
         if reply.status != 200:
-            raise common.SeamFailedError(f"GET {url} -> {reply.status} {reply.text()}")
-        return reply.body, f"GET {url} -> 200 ({len(reply.body)} bytes)"
+            raise common.SeamFailedError(f"objects.get gs://{bucket}/{name} -> {reply.status} {reply.text()}")
+        return reply.body, f"objects.get gs://{bucket}/{name} -> 200 ({len(reply.body)} bytes)"
 
     def create(self, bucket: str, name: str, data: bytes) -> common.Reply:
         """A create-only media upload (objects.insert, uploadType=media, ifGenerationMatch=0), as the store's
