@@ -40,3 +40,12 @@ SEAMS: dict[str, dict[str, str]] = {
     "build-inside": {"title": "the builder writes under the store's prefix", "troubleshooting": "T38"},
     "build-outside": {"title": "the builder is refused outside the store's prefix", "troubleshooting": "T38"},
 }
+
+# The files each probe needs next to it where it runs (a ConfigMap, the startup script, the build's source):
+# the probe and the modules it imports (tests/scripts/rehearse/test_seams.py checks the list against the imports).
+PROBE_FILES: dict[str, tuple[str, ...]] = {
+    "probe_stage.py": ("probe_stage.py", "common.py", "gcp.py"),
+    "probe_internode.py": ("probe_internode.py", "common.py"),
+    "probe_gce_vm.py": ("probe_gce_vm.py", "common.py", "gcp.py"),
+    "probe_build.py": ("probe_build.py", "common.py", "gcp.py"),
+}

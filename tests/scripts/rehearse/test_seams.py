@@ -61,3 +61,22 @@ def test_the_probes_are_small_and_use_the_standard_library_only() -> None:
                 names = [node.module.split(".")[0]]
             for name in names:
                 assert name in sys.stdlib_module_names or name in ours or name == "__future__", (path.name, name)
+
+
+def test_each_probe_ships_with_exactly_the_modules_it_imports() -> None:
+    from scripts.rehearse.seams import PROBE_FILES
+
+    def ours(path: Path) -> set[str]:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if (PROBES / f"{a.name}.py").exists()}
+        return found
+
+    for probe, files in PROBE_FILES.items():
+        want, seen = {probe}, set()
+        while want - seen:  # the imports' imports too
+            name = sorted(want - seen)[0]
+            seen.add(name)
+            want |= {f"{m}.py" for m in ours(PROBES / name)}
+        assert set(files) == want, probe
