@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gcp_storage_emulator.server import create_server
@@ -88,12 +89,13 @@ def evidence_of(lines: list[dict[str, object]], seam: str) -> str:
     return next(str(ln["evidence"]) for ln in lines if ln["seam"] == seam)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    emulator = create_server("127.0.0.1", 0, in_memory=True, default_bucket=STORE_BUCKET)
-    emulator.start()
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Any]:
+    """One emulator per test module (stopping one takes half a second); `world` empties it for each test."""
+    server = create_server("127.0.0.1", 0, in_memory=True, default_bucket=STORE_BUCKET)
+    server.start()
     try:
-        port = emulator._api._httpd.server_address[1]  # the OS's free port  # type: ignore[union-attr]
+        port = server._api._httpd.server_address[1]  # the OS's free port  # type: ignore[union-attr]
         urllib.request.urlopen(  # the results bucket (buckets.insert)
             urllib.request.Request(
                 f"http://127.0.0.1:{port}/storage/v1/b",
@@ -103,28 +105,35 @@ def world(tmp_path: Path) -> Iterator[World]:
             ),
             timeout=10,
         ).close()
-        metadata = MetadataServer(email=STAGE_PRINCIPAL)
-        gcs = GcsIam(port, tokens={metadata.token: STAGE_PRINCIPAL})
-        gcs.grants.append(Grant(STAGE_PRINCIPAL, STORE_BUCKET, STORE_PREFIX, frozenset({"storage.objects.get"})))
-        store = Store(port)
-        store.part = b"part bytes of the staged user space\n" * 64
-        store.publish({PART: store.part, "sources/gdrcopy-2.5.1.tar.gz": b"source"})
-        hosts = tmp_path / "hosts"
-        hosts.write_text("127.0.0.1 metadata.google.internal\n127.0.0.1 storage.googleapis.com\n")
-        with serve.Served(metadata) as md, serve.Served(gcs) as gs:
-            w = World(tmp_path, metadata, md.address, gcs, gs.address, store, port, hosts)
-            w.env = {
-                "GCE_METADATA_HOST": md.address,
-                "STORAGE_EMULATOR_HOST": f"http://{gs.address}",
-                "REHEARSAL_HOSTS": str(hosts),
-                "REHEARSAL_STORE_URL": f"gs://{STORE_BUCKET}/{STORE_PREFIX}",
-                "REHEARSAL_STORE_MANIFEST": store.manifest_sha,
-                "REHEARSAL_EXPECT_EMAIL": STAGE_PRINCIPAL,
-                "REHEARSAL_RUN_ID": "r1",
-            }
-            yield w
+        yield server
     finally:
-        emulator.stop()
+        server.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path, emulator: Any) -> Iterator[World]:
+    emulator.wipe(keep_buckets=True)
+    port = emulator._api._httpd.server_address[1]  # type: ignore[union-attr]
+    metadata = MetadataServer(email=STAGE_PRINCIPAL)
+    gcs = GcsIam(port, tokens={metadata.token: STAGE_PRINCIPAL})
+    gcs.grants.append(Grant(STAGE_PRINCIPAL, STORE_BUCKET, STORE_PREFIX, frozenset({"storage.objects.get"})))
+    store = Store(port)
+    store.part = b"part bytes of the staged user space\n" * 64
+    store.publish({PART: store.part, "sources/gdrcopy-2.5.1.tar.gz": b"source"})
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 metadata.google.internal\n127.0.0.1 storage.googleapis.com\n")
+    with serve.Served(metadata) as md, serve.Served(gcs) as gs:
+        w = World(tmp_path, metadata, md.address, gcs, gs.address, store, port, hosts)
+        w.env = {
+            "GCE_METADATA_HOST": md.address,
+            "STORAGE_EMULATOR_HOST": f"http://{gs.address}",
+            "REHEARSAL_HOSTS": str(hosts),
+            "REHEARSAL_STORE_URL": f"gs://{STORE_BUCKET}/{STORE_PREFIX}",
+            "REHEARSAL_STORE_MANIFEST": store.manifest_sha,
+            "REHEARSAL_EXPECT_EMAIL": STAGE_PRINCIPAL,
+            "REHEARSAL_RUN_ID": "r1",
+        }
+        yield w
 
 
 @dataclass
