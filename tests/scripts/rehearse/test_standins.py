@@ -5,6 +5,8 @@ the probes that were written next to it."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 from google.auth.compute_engine import _metadata
 from google.auth.transport.requests import Request
@@ -42,10 +44,12 @@ def api(kube: Kube) -> k8s.CoreV1Api:
 
 
 def test_the_kubernetes_client_patches_a_node_through_the_stand_in(kube: Kube) -> None:
-    node = api(kube).patch_node("gke-rehearsal-a4-1", {"metadata": {"labels": {"deepep-a4/installed": "abc"}}})
+    body = {"metadata": {"labels": {"deepep-a4/installed": "abc"}}}
+    node = cast(Any, api(kube).patch_node("gke-rehearsal-a4-1", body))
     assert isinstance(node, k8s.V1Node)
-    assert node.metadata.labels["deepep-a4/installed"] == "abc"
-    assert node.metadata.resource_version == "1001"
+    meta = cast(Any, node.metadata)
+    assert meta.labels["deepep-a4/installed"] == "abc"
+    assert meta.resource_version == "1001"
     assert kube.api.requests[-1].endswith("application/strategic-merge-patch+json")
 
 
@@ -54,7 +58,7 @@ def test_the_kubernetes_client_reads_the_stand_ins_403_as_a_status(kube: Kube) -
     with pytest.raises(k8s.ApiException) as err:
         api(kube).patch_node("gke-rehearsal-a4-1", {"metadata": {"labels": {"a": "b"}}})
     assert err.value.status == 403
-    status = api(kube).api_client.deserialize(err.value.body, "V1Status", "application/json")
+    status = cast(Any, api(kube).api_client.deserialize(str(err.value.body), "V1Status", "application/json"))
     assert (status.kind, status.reason, status.code) == ("Status", "Forbidden", 403)
     assert status.details.name == "gke-rehearsal-a4-1" and status.details.kind == "nodes"
 
