@@ -13,6 +13,7 @@ no token or other secret ever goes into it.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import ssl
@@ -69,7 +70,7 @@ def run_seam(
         ok, evidence = True, check()
     except SeamFailedError as err:
         ok, evidence = False, str(err)
-    except (OSError, ValueError, KeyError) as err:  # refused, timed out, not JSON, a field missing
+    except (OSError, http.client.HTTPException, ValueError, KeyError) as err:  # refused, cut off, not JSON, no field
         ok, evidence = False, f"{type(err).__name__}: {err}"
     print(line(seam, ok, evidence, clock() - t0), file=out or sys.stdout, flush=True)
     return ok
