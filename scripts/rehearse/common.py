@@ -13,7 +13,6 @@ no token or other secret ever goes into it.
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import ssl
@@ -23,6 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http.client import HTTPException
 from typing import TextIO
 
 LINE_PREFIX = "REHEARSAL "
@@ -70,7 +70,7 @@ def run_seam(
         ok, evidence = True, check()
     except SeamFailedError as err:
         ok, evidence = False, str(err)
-    except (OSError, http.client.HTTPException, ValueError, KeyError) as err:  # refused, cut off, not JSON, no field
+    except (OSError, HTTPException, ValueError, KeyError) as err:  # refused, cut off, not JSON, no field
         ok, evidence = False, f"{type(err).__name__}: {err}"
     print(line(seam, ok, evidence, clock() - t0), file=out or sys.stdout, flush=True)
     return ok
