@@ -49,6 +49,16 @@ from deepep_a4 import (
 from deepep_a4 import timeline as times
 from deepep_a4.bringup_table import TableError, expected_bringup
 from deepep_a4.paths import project_root
+from deepep_a4.run.help import (  # the exit statuses, declared with the help that lists them
+    EXIT_DESTROY_FAILED,
+    EXIT_FAILED,
+    EXIT_GATE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_CLI,
+    EXIT_PASS,
+    EXIT_USAGE,
+    run_help,
+)
 from deepep_a4.run_platforms import (
     AutomationStack,
     GceProbe,
@@ -62,15 +72,6 @@ from deepep_a4.timeline import NodeTimeline
 
 ROOT = project_root()
 
-EXIT_PASS, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_NO_CLI, EXIT_FAILED, EXIT_DESTROY_FAILED, EXIT_INTERRUPTED = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    5,
-    130,
-)
 AUTH_PLUGIN = "gke-gcloud-auth-plugin"
 AUTH_PLUGIN_MISSING = (
     f"a gke stack's kubeconfig authenticates with {AUTH_PLUGIN}, which is not on PATH.\n  Install it: "
@@ -343,29 +344,7 @@ class Deps:
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
-RUN_HELP = f"""{(__doc__ or "").split(chr(10) * 2)[0].strip()}
-
-It creates billed A4 machines (a4-highgpu-8g, 8 B200 GPUs each; spot by default) in your Google Cloud project,
-and for GKE stacks a cluster; it destroys the stack at the end unless --keep. `deepep-a4 plan` and `deepep-a4
-cost` show what it would create and bill, offline.
-
-\b
-It needs first:
-  - the Pulumi CLI 3.208 or newer, logged in: `pulumi login --local`, `pulumi login gs://BUCKET`,
-    or PULUMI_ACCESS_TOKEN for Pulumi Cloud;
-  - on a local or gs:// backend the stack's passphrase: PULUMI_CONFIG_PASSPHRASE_FILE
-    (or PULUMI_CONFIG_PASSPHRASE);
-  - Google Application Default Credentials: `gcloud auth application-default login`;
-  - gke-gcloud-auth-plugin on PATH for GKE stacks.
-
-\b
-Exit status: {EXIT_PASS} the report's gate passed, {EXIT_GATE_FAILED} it failed (or a benchmark failed),
-{EXIT_USAGE} bad arguments or config (nothing created), {EXIT_NO_CLI} the Pulumi CLI missing, too old or not
-logged in, or the auth plugin missing, {EXIT_FAILED} the stack did not come up, its preview failed or a wait
-timed out, {EXIT_DESTROY_FAILED} the destroy failed, {EXIT_INTERRUPTED} interrupted."""
-
-
-@click.command("run", help=RUN_HELP, context_settings={"show_default": True})
+@click.command("run", help=run_help((__doc__ or "").split("\n\n")[0].strip()), context_settings={"show_default": True})
 @click.option("--stack", required=True, help="stack name: stacks/Pulumi.<stack>.yaml")
 @click.option("--keep", is_flag=True, help="leave the stack up after a successful run")
 @click.option("--yes", "assume_yes", is_flag=True, help="destroy after a failure or Ctrl-C without asking")

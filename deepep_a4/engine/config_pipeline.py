@@ -175,7 +175,10 @@ def _project_cached(path: str, mtime: float) -> Project:
 
 
 def load_project(root: Path) -> Project:
+    """`root`'s Pulumi.yaml; a folder without one (a stack file checked on its own) gets the package's."""
     path = root / "Pulumi.yaml"
+    if not path.is_file():
+        path = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
     return _project_cached(str(path), path.stat().st_mtime)
 
 
