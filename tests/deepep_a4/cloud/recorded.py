@@ -44,7 +44,8 @@ class MachineTypes:
         for mt in self.response.items.get(f"zones/{zone}", compute().MachineTypesScopedList()).machine_types:
             if mt.name == machine_type:
                 return mt
-        raise exceptions.NotFound(f"The resource 'projects/{project}/zones/{zone}/machineTypes/{machine_type}' was not found")
+        path = f"projects/{project}/zones/{zone}/machineTypes/{machine_type}"
+        raise exceptions.NotFound(f"The resource '{path}' was not found")
 
 
 class Regions:
