@@ -349,6 +349,9 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
 @click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
+@click.option(
+    "--capacity-timeout", type=POSITIVE, default=120.0, metavar="MIN", help="all `capacity` tries together, in minutes"
+)
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -365,6 +368,7 @@ def execute(
     poll: float,
     deps: Deps,
     build_store: bool = False,
+    capacity_timeout: float = 120.0,
 ) -> int:
     say, which = deps.say, deps.which
     try:
@@ -424,6 +428,10 @@ def execute(
         platform=cfg.platform,
         profile=cfg.node_profile,
     )
+    if not destroy_only:  # `capacity`: up walks its entries (deepep_a4/capacity/fallback.py)
+        from deepep_a4.capacity import fallback
+
+        stack = fallback.wrap(stack, cfg, say=say, clock=deps.clock, timeout_s=capacity_timeout * 60)
     run = BenchmarkRun(stack, probe, settings, ask=deps.ask, say=say, clock=deps.clock, sleep=deps.sleep)
     if destroy_only:
         return run.finish(ok=True, rc=EXIT_PASS)

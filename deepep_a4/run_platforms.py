@@ -92,6 +92,11 @@ class AutomationStack:
         # delete does not accept "not found" (docs/troubleshooting.md).
         self._stack.destroy(on_output=on_output, color="never", refresh=True)
 
+    def destroy_targets(self, urns: list[str], on_output: Callable[[str], Any]) -> None:
+        """`pulumi destroy --target URN... --target-dependents --refresh`: what a failed capacity try made, and what
+        depends on it (deepep_a4/capacity/fallback.py)."""
+        self._stack.destroy(on_output=on_output, color="never", refresh=True, target=urns, target_dependents=True)
+
 
 # -- platform probes -----------------------------------------------------------------------------------
 
