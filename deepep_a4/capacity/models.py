@@ -59,3 +59,27 @@ def quota_text(metric: str) -> str:
 
 def price_text(row: ModelFacts) -> str:
     return f"{row.price:g} USD/node-hour ({row.price_note})" if row.price is not None else row.price_note
+
+
+def plan_lines(cfg: Any, prices: dict[str, Any] | None = None) -> list[str]:
+    """The plan's block: each model's price, quota and wait in the stack's region; the stack's model marked."""
+    lines = [f"Capacity per model ({cfg.region}; the stack uses {cfg.provisioning}; docs/deploy.md#no-capacity):"]
+    for row in facts(cfg.region, cfg.machine_type, prices):
+        mark = "*" if row.model == cfg.provisioning else " "
+        lines.append(f" {mark}{row.model:<12} price: {price_text(row)}")
+        lines.append(f"  {'':<12} quota: {quota_text(row.quota_metric)}")
+    lines.append(f"  expected wait, every model: {WAIT_UNKNOWN}")
+    return lines
+
+
+def as_dict(cfg: Any, prices: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [
+        {
+            "model": r.model,
+            "usdPerNodeHour": r.price,
+            "price": r.price_note,
+            "quotaMetric": r.quota_metric or None,
+            "expectedWait": r.wait,
+        }
+        for r in facts(cfg.region, cfg.machine_type, prices)
+    ]
