@@ -119,6 +119,9 @@ APPLY_ORDER = (
     "Service",
     "DaemonSet",
     "Job",
+    # Queued provisioning (components/gke/queued.py): the request names its PodTemplate.
+    "PodTemplate",
+    "ProvisioningRequest",
 )
 
 
@@ -143,7 +146,19 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
             k: _json_numbers(v)
             for k, v in r["inputs"].items()
             if k
-            in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "roleRef", "subjects", "stringData", "type")
+            in (
+                "apiVersion",
+                "kind",
+                "metadata",
+                "spec",
+                "template",  # a PodTemplate's
+                "data",
+                "rules",
+                "roleRef",
+                "subjects",
+                "stringData",
+                "type",
+            )
         }
         kind = str(body.get("kind", "object")).lower()
         files[f"k8s/{i:02d}-{kind}-{r['name']}.yaml"] = yaml.dump(body, Dumper=dumper, sort_keys=False)
