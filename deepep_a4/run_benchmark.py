@@ -413,6 +413,10 @@ def execute(
         say(refusal_text(AUTH_PLUGIN_MISSING, destroy_only))
         return EXIT_NO_CLI
     probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
+    if not destroy_only:  # a lost internode rank restarts the group (deepep_a4/capacity/preemption.py)
+        from deepep_a4.capacity import preemption
+
+        probe = preemption.watch(probe, cfg, stack, say)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(
         keep=keep,
