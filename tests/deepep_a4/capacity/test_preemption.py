@@ -50,7 +50,7 @@ class FakeCore:
         return client.V1PodList(items=items)
 
     def create_namespaced_pod_eviction(self, name: str, namespace: str, body: client.V1Eviction) -> None:
-        assert body.metadata.name == name and namespace == NS
+        assert body.metadata is not None and body.metadata.name == name and namespace == NS
         self.evicted.append(name)
 
 
