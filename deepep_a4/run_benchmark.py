@@ -48,6 +48,7 @@ from deepep_a4 import (
 )
 from deepep_a4 import timeline as times
 from deepep_a4.bringup_table import TableError, expected_bringup
+from deepep_a4.capacity import run_hooks
 from deepep_a4.paths import project_root
 from deepep_a4.run_platforms import (
     AutomationStack,
@@ -349,9 +350,7 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
 @click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
-@click.option(
-    "--capacity-timeout", type=POSITIVE, default=120.0, metavar="MIN", help="all `capacity` tries together, in minutes"
-)
+@click.option("--capacity-timeout", type=POSITIVE, default=120.0, metavar="MIN", help="all `capacity` tries, minutes")
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -413,10 +412,6 @@ def execute(
         say(refusal_text(AUTH_PLUGIN_MISSING, destroy_only))
         return EXIT_NO_CLI
     probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
-    if not destroy_only:  # a lost internode rank restarts the group (deepep_a4/capacity/preemption.py)
-        from deepep_a4.capacity import preemption
-
-        probe = preemption.watch(probe, cfg, stack, say)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(
         keep=keep,
@@ -432,10 +427,8 @@ def execute(
         platform=cfg.platform,
         profile=cfg.node_profile,
     )
-    if not destroy_only:  # `capacity`: up walks its entries (deepep_a4/capacity/fallback.py)
-        from deepep_a4.capacity import fallback
-
-        stack = fallback.wrap(stack, cfg, say=say, clock=deps.clock, timeout_s=capacity_timeout * 60)
+    if not destroy_only:  # the `capacity` fallback and the internode restarts (deepep_a4/capacity/run_hooks.py)
+        stack, probe = run_hooks.wrap(stack, probe, cfg, say, deps.clock, capacity_timeout * 60)
     run = BenchmarkRun(stack, probe, settings, ask=deps.ask, say=say, clock=deps.clock, sleep=deps.sleep)
     if destroy_only:
         return run.finish(ok=True, rc=EXIT_PASS)
