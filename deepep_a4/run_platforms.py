@@ -97,7 +97,7 @@ class AutomationStack:
         self._stack.up(on_output=on_output, color="never", refresh=True, policy_packs=[str(POLICY_PACK)])
 
     def destroy_targets(self, urns: list[str], on_output: Callable[[str], Any]) -> None:
-        """`pulumi destroy --target URN... --target-dependents --refresh`: what a failed capacity try made, and what
+        """`pulumi destroy --refresh --target URN... --target-dependents`: what a failed capacity try made, and what
         depends on it (deepep_a4/capacity/fallback.py)."""
         self._stack.destroy(on_output=on_output, color="never", refresh=True, target=urns, target_dependents=True)
 

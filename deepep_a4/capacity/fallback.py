@@ -7,7 +7,7 @@ components/network.py), so it cannot move; everything else (host and gVNIC VPCs,
 store grants) is regional and stays. Between two tries `run`:
 1. reads the stack's state (`pulumi stack export`) and picks the A4 node pool or VMs, plus the RDMA VPC when the
    next try is in another zone (zonal_targets);
-2. `pulumi destroy --target URN... --target-dependents --refresh`: those and whatever depends on them (the RDMA
+2. `pulumi destroy --refresh --target URN... --target-dependents`: those and whatever depends on them (the RDMA
    subnets, the GKE network objects, the benchmark workloads), nothing else;
 3. `pulumi config set zone/provisioning` to the next entry, then `pulumi up` again: Pulumi creates the A4 pool or
    VMs and the RDMA VPC in the new zone and updates the rest in place (the cluster's node locations).
