@@ -7,6 +7,7 @@
     .venv/bin/deepep-a4 store fill --stack gke-b200      the stack's sources into its artifact store
     .venv/bin/deepep-a4 store build --stack gke-b200     build and publish its artifacts, print the manifest to pin
     .venv/bin/deepep-a4 hwtest --out DIR                 the installer for a GPU machine that is not an A4
+    .venv/bin/deepep-a4 capacity --stack gke-b200        where A4s can come from: zones, quota, reservations; reads only
 
 Each subcommand is a click command in its tool module; this file only assembles them. Every
 `deepep-a4 SUB --help` starts with the task in one line, then the options with their defaults.
@@ -62,6 +63,7 @@ def cost(stack: str) -> None:
 
 _subcommand("deepep_a4.run_benchmark", "run")
 _subcommand("deepep_a4.report.cli", "report")
+_subcommand("deepep_a4.capacity.command", "capacity")
 
 
 if __name__ == "__main__":

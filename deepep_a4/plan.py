@@ -29,6 +29,7 @@ from components.gke import gib as gke_gib
 from components.node import installer, pins, staging, store
 from deepep_a4 import cost, options, plan_engine, stackfile
 from deepep_a4.bringup_table import expected_bringup
+from deepep_a4.capacity import models as capacity_models
 from deepep_a4.store_estimate import store_warnings
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -118,6 +119,9 @@ APPLY_ORDER = (
     "Service",
     "DaemonSet",
     "Job",
+    # Queued provisioning (components/gke/queued.py): the request names its PodTemplate.
+    "PodTemplate",
+    "ProvisioningRequest",
 )
 
 
@@ -142,7 +146,19 @@ def kubernetes_manifests(resources: list[dict[str, Any]]) -> dict[str, str]:
             k: _json_numbers(v)
             for k, v in r["inputs"].items()
             if k
-            in ("apiVersion", "kind", "metadata", "spec", "data", "rules", "roleRef", "subjects", "stringData", "type")
+            in (
+                "apiVersion",
+                "kind",
+                "metadata",
+                "spec",
+                "template",  # a PodTemplate's
+                "data",
+                "rules",
+                "roleRef",
+                "subjects",
+                "stringData",
+                "type",
+            )
         }
         kind = str(body.get("kind", "object")).lower()
         files[f"k8s/{i:02d}-{kind}-{r['name']}.yaml"] = yaml.dump(body, Dumper=dumper, sort_keys=False)
@@ -283,6 +299,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         # sha256 of downloads with no pin of ours, resolved at the first `pulumi up` (components/node/pins.py).
         "firstUpPins": {n: pins.download_urls(cfg)[n] for n in installer.first_up_names(cfg)},
         "bringUpSeconds": {"profile": bringup.profile, "measuredOrCited": bringup.known, "total": bringup.total},
+        "capacityModels": capacity_models.as_dict(cfg),
     }
     try:
         written = write_plan(result, out_dir, extra)
@@ -307,6 +324,8 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
             print(line)
         print(bringup.line)
         print(cost.per_run_line(estimate, cfg, bringup.total))
+        for line in capacity_models.plan_lines(cfg):  # each provisioning model's price, quota, wait (issue 45)
+            print(line)
         print(deadline_line(cap))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))

@@ -48,6 +48,7 @@ from deepep_a4 import (
 )
 from deepep_a4 import timeline as times
 from deepep_a4.bringup_table import TableError, expected_bringup
+from deepep_a4.capacity import run_hooks
 from deepep_a4.paths import project_root
 from deepep_a4.run.help import (  # the exit statuses, declared with the help that lists them
     EXIT_DESTROY_FAILED,
@@ -353,6 +354,7 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--install-timeout", type=POSITIVE, default=90.0, metavar="MIN", help="install wait in minutes")
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
 @click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
+@click.option("--capacity-timeout", type=POSITIVE, default=120.0, metavar="MIN", help="all `capacity` tries, minutes")
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -369,6 +371,7 @@ def execute(
     poll: float,
     deps: Deps,
     build_store: bool = False,
+    capacity_timeout: float = 120.0,
 ) -> int:
     say, which = deps.say, deps.which
     try:
@@ -435,6 +438,8 @@ def execute(
         platform=cfg.platform,
         profile=cfg.node_profile,
     )
+    if not destroy_only:  # the `capacity` fallback and the internode restarts (deepep_a4/capacity/run_hooks.py)
+        stack, probe = run_hooks.wrap(stack, probe, cfg, say, deps.clock, capacity_timeout * 60)
     run = BenchmarkRun(stack, probe, settings, ask=deps.ask, say=say, clock=deps.clock, sleep=deps.sleep)
     if destroy_only:
         return run.finish(ok=True, rc=EXIT_PASS)

@@ -110,6 +110,15 @@ class AutomationStack:
         # delete does not accept "not found" (docs/troubleshooting.md).
         self._stack.destroy(on_output=on_output, color="never", refresh=True)
 
+    def refresh_up(self, on_output: Callable[[str], Any]) -> None:
+        """`pulumi up --refresh`: a VM the cloud deleted is created again (deepep_a4/capacity/preemption.py)."""
+        self._stack.up(on_output=on_output, color="never", refresh=True, policy_packs=[str(POLICY_PACK)])
+
+    def destroy_targets(self, urns: list[str], on_output: Callable[[str], Any]) -> None:
+        """`pulumi destroy --refresh --target URN... --target-dependents`: what a failed capacity try made, and what
+        depends on it (deepep_a4/capacity/fallback.py)."""
+        self._stack.destroy(on_output=on_output, color="never", refresh=True, target=urns, target_dependents=True)
+
 
 # -- platform probes -----------------------------------------------------------------------------------
 

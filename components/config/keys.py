@@ -131,6 +131,14 @@ KEYS: tuple[Key, ...] = (
     Key("provisioning", str, "spot", "How capacity is obtained.", PROVISIONING_MODELS),
     Key("reservationName", str, "", "Reservation to consume; required with provisioning=reservation."),
     Key(
+        "capacity",
+        list,
+        [],
+        "Ordered capacity fallback for `deepep-a4 run`: ZONE/MODEL entries (e.g. asia-southeast1-b/spot), one of "
+        "them zone/provisioning, every zone in the stack's region; run moves to the next only on a stockout or "
+        "quota error (docs/deploy.md#no-capacity). Empty: zone/provisioning only.",
+    ),
+    Key(
         "placement",
         str,
         "compact",

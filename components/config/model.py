@@ -195,6 +195,8 @@ class StackConfig:
     # supported: Google's node image and driver, user space staged from the store; host-install: the field
     # reports' path (keys.py NODE_PROFILES).
     node_profile: str = "supported"
+    # `capacity`: the ordered (zone, provisioning) tries of `deepep-a4 run` (components/config/rules_capacity.py).
+    capacity: tuple[tuple[str, str], ...] = ()
 
     @property
     def staged(self) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from components.config import model
+from components.config import model, rules_capacity
 from components.config.keys import KEYS, KEYS_BY_NAME, MACHINE_SHAPES, PROJECT_NAME, ConfigError, Key, Problem
 from components.config.rules import (
     check_benchmarks,
@@ -195,6 +195,7 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
     if v["machineType"] in MACHINE_SHAPES:
         check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
     check_traffic_class(v, problems)
+    capacity = rules_capacity.check_capacity_fallback(v, problems, lambda over: parse({**raw, **over}, stack))
 
     ttl_seconds: int | None = None
     try:
@@ -247,6 +248,7 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
             repeats=v["benchRepeats"],
         ),
         node_profile=v["nodeProfile"],
+        capacity=capacity,
     )
 
 

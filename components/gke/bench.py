@@ -21,6 +21,7 @@ from components import artifacts
 from components.bench_settings import runner_settings
 from components.config import StackConfig
 from components.gke import pod_security as security
+from components.gke import queued
 from components.gke.network_resources import with_network_zeros
 from components.gke.objects import (
     BENCH_CONTAINER,
@@ -359,7 +360,8 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 shape: dict[str, Any] = {"completion_mode": "Indexed", "completions": count, "parallelism": count}
             else:
                 shape = {"completions": 1, "parallelism": 1}
-            annotations = bench_pod_annotations(cfg, test, nets)
+            # With queued provisioning every benchmark pod runs on the request's nodes (components/gke/queued.py).
+            annotations = {**bench_pod_annotations(cfg, test, nets), **queued.consume_annotations(cfg)}
             self.jobs[test] = k8s.batch.v1.Job(
                 f"{name}-{test}",
                 metadata={

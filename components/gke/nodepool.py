@@ -194,6 +194,9 @@ def capacity_settings(cfg: StackConfig) -> tuple[dict[str, Any], dict[str, Any]]
             "autoscaling": gcp.container.NodePoolAutoscalingArgs(
                 total_min_node_count=0, total_max_node_count=cfg.node_count, location_policy="ANY"
             ),
+            # All nodes at once: a ProvisioningRequest brings up nodeCount nodes together or none
+            # (components/gke/queued.py, GKE's flex-start with queued provisioning page).
+            "queued_provisioning": gcp.container.NodePoolQueuedProvisioningArgs(enabled=True),
         }
     if cfg.ttl_seconds is not None:
         # The bill cap: GKE deletes each node this long after it was created.

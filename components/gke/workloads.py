@@ -67,7 +67,8 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from components.config.rules_driver import COS_INSTALLER
-from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs
+from components.gke import queued
+from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs, bench_pod_spec
 from components.gke.cos_driver import CosDriverArgs, CosDriverInstaller
 from components.gke.gib import GibArgs, GibInstaller
 from components.gke.installer import InstallerArgs, InstallerDaemonSet
@@ -154,6 +155,12 @@ class GkeWorkloads(pulumi.ComponentResource):
             BenchmarkJobsArgs(cfg, ns, self.installer.versions_hash, args.network_names),
             pulumi.ResourceOptions(parent=self, depends_on=[*ready, *args.networks]),
         )
+        # flex-start: the ProvisioningRequest that brings every node up at once (components/gke/queued.py).
+        self.queued: queued.QueuedNodes | None = None
+        if queued.queued(cfg):
+            test = "internode" if "internode" in cfg.benchmarks.tests else cfg.benchmarks.tests[0]
+            pod = bench_pod_spec(cfg, test, self.benchmarks.runner.metadata.name, self.installer.versions_hash)
+            self.queued = queued.QueuedNodes(f"{name}-queued", cfg, ns, pod, pulumi.ResourceOptions(parent=self))
         self.register_outputs({"namespace": ns})
 
 
@@ -172,7 +179,12 @@ def build_gke_workloads(
     w = GkeWorkloads(
         "deepep",
         GkeWorkloadsArgs(cfg, network_names, networks),
-        pulumi.ResourceOptions(providers=providers, depends_on=after),
+        pulumi.ResourceOptions(
+            providers=providers,
+            depends_on=after,
+            # Queued provisioning: the nodes come when the request is provisioned, not during `up`.
+            transformations=[queued.skip_daemon_set_await] if queued.queued(cfg) else None,
+        ),
     )
     return {
         "benchNamespace": w.namespace.metadata.name,

@@ -57,7 +57,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     assert "Traceback" not in result.output
 
 
-SUBCOMMANDS = ("plan", "cost", "run", "report", "store", "hwtest", "bringup")
+SUBCOMMANDS = ("plan", "cost", "run", "report", "store", "hwtest", "bringup", "capacity")
 
 
 def test_top_level_help_lists_every_subcommand() -> None:
