@@ -193,6 +193,8 @@ class StackConfig:
     # supported: Google's node image and driver, user space staged from the store; host-install: the field
     # reports' path (keys.py NODE_PROFILES).
     node_profile: str = "supported"
+    # `deepep-a4 rehearse`: the plan on CPU machines with probes (components/rehearsal.py).
+    rehearsal: bool = False
 
     @property
     def staged(self) -> bool:

@@ -203,7 +203,7 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
     v["artifactStore"] = v["artifactStore"].rstrip("/")
     v["artifactStoreManifest"] = v["artifactStoreManifest"].lower()
 
-    return model.StackConfig(
+    cfg = model.StackConfig(
         stack=stack,
         platform=v["platform"],
         project=v["project"],
@@ -241,6 +241,11 @@ def parse(raw: Mapping[str, Any], stack: str) -> model.StackConfig:
         ),
         node_profile=v["nodeProfile"],
     )
+    if v["rehearsal"]:
+        from components import rehearsal  # `deepep-a4 rehearse`: what the rehearsal changes, in one place
+
+        return rehearsal.rehearsed(cfg)
+    return cfg
 
 
 def _default_prefix(stack: str) -> str:

@@ -21,6 +21,7 @@ from components import artifacts
 from components.bench_settings import runner_settings
 from components.config import StackConfig
 from components.gke import pod_security as security
+from components.gke import rehearsal as gke_rehearsal
 from components.gke.objects import (
     BENCH_CONTAINER,
     BENCH_LABELS,
@@ -313,8 +314,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
         self.service: k8s.core.v1.Service | None = None
         self.jobs: dict[str, k8s.batch.v1.Job] = {}
         b = cfg.benchmarks
+        pod_spec_of: dict[str, dict[str, Any]] = {}
         per_test_s = b.timeout_minutes * 60
-        for test in b.tests:
+        for test in (t for t in b.tests if gke_rehearsal.keeps_test(cfg, t)):  # rehearsal: the internode probe
             labels = {**BENCH_LABELS, TEST_LABEL: test}
             depends: list[pulumi.Resource] = list(after_install)
             if test == "internode":
@@ -334,7 +336,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 shape: dict[str, Any] = {"completion_mode": "Indexed", "completions": count, "parallelism": count}
             else:
                 shape = {"completions": 1, "parallelism": 1}
-            annotations = bench_pod_annotations(cfg, test, nets)
+            annotations = gke_rehearsal.pod_annotations(cfg, bench_pod_annotations(cfg, test, nets))
+            pod_spec = bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash)
+            pod_spec = pod_spec_of[test] = gke_rehearsal.bench_pod(cfg, test, pod_spec)
             self.jobs[test] = k8s.batch.v1.Job(
                 f"{name}-{test}",
                 metadata={
@@ -375,11 +379,13 @@ class BenchmarkJobs(pulumi.ComponentResource):
                         },
                         "template": {
                             "metadata": {"labels": labels, "annotations": annotations},
-                            "spec": bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash),
+                            "spec": pod_spec,
                         },
                     }
                 ),
                 # A changed Job template can only be replaced; its fixed name must go first.
                 opts=child_opts(self, depends_on=depends, delete_before_replace=True),
             )
+        if cfg.rehearsal and "internode" in self.jobs:  # the pod outside the internode selector
+            self.outsider = gke_rehearsal.outsider_job(self, name, cfg, namespace, pod_spec_of["internode"])
         self.register_outputs({"jobs": {t: j.metadata.name for t, j in self.jobs.items()}})

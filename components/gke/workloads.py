@@ -61,6 +61,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
+from components.gke import rehearsal as gke_rehearsal
 from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs
 from components.gke.gib import GibArgs, GibInstaller
 from components.gke.installer import InstallerArgs, InstallerDaemonSet
@@ -117,13 +118,15 @@ class GkeWorkloads(pulumi.ComponentResource):
             },
             opts=child_opts(self),
         )
+        # The rehearsal's probes, mounted by the probe pods (components/gke/rehearsal.py).
+        probes = [gke_rehearsal.probes_config_map(self, name, ns)] if cfg.rehearsal else []
         self.installer = InstallerDaemonSet(
             f"{name}-installer",
             InstallerArgs(cfg, ns),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool]),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool, *probes]),
         )
         self.gib: GibInstaller | None = None
-        if cfg.installer.nccl_gib:
+        if cfg.installer.nccl_gib and not cfg.rehearsal:  # a GPU phase: no rehearsal
             self.gib = GibInstaller(
                 f"{name}-gib",
                 GibArgs(ns),
