@@ -15,20 +15,25 @@ import shlex
 from components import rehearsal
 from components.config import StackConfig
 from components.gce import bench as gce_bench
+from components.gce.fleet import service_account_id
+from components.gce.results import bucket_name
 
 # Where the probes are written on the VM (a folder of their own: nothing of the real install is made).
 PROBE_DIR = "/opt/deepep-rehearsal"
-# The object the VM probe writes its lines to, under the results bucket (gs://BUCKET/RESULTS_PREFIX/<vm>.txt).
+# Where the VM probe leaves its object in the results bucket (probe_gce_vm.py: rehearsal/RUN_ID/HOSTNAME.txt).
 RESULTS_PREFIX = "rehearsal"
 
 
 def render_startup_script(cfg: StackConfig) -> str:
     """The rehearsal's `startup-script`: the probes written and checked, then the VM probe run once per boot."""
+    # probe_gce_vm.py's inputs (its docstring); it writes rehearsal/RUN_ID/HOSTNAME.txt in the results bucket.
     values = {
         "GCE_DIR": PROBE_DIR,
         "REHEARSAL_STORE_URL": cfg.installer.store_url,
         "REHEARSAL_STORE_MANIFEST": cfg.installer.store_manifest,
-        "REHEARSAL_RESULTS_PREFIX": RESULTS_PREFIX,
+        "REHEARSAL_RESULTS_URL": f"gs://{bucket_name(cfg.name_prefix, cfg.project)}",
+        "REHEARSAL_RUN_ID": gce_bench.run_id(cfg),
+        "REHEARSAL_EXPECT_EMAIL": f"{service_account_id(cfg.name_prefix)}@{cfg.project}.iam.gserviceaccount.com",
     }
     files = {name: (text, 0o644) for name, text in rehearsal.probe_files().items()}
     return "".join(

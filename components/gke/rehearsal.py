@@ -39,6 +39,10 @@ PROBES_VOLUME = "rehearsal-probes"
 DAEMON_SET_TIMEOUT_SECONDS = 15 * 60
 OUTSIDER_JOB = "deepep-rehearsal-outsider"
 PROBE_DEADLINE_SECONDS = 15 * 60
+KUBELET_PORT = 10250
+# Rank 0 keeps listening this long after its peers, so the outsider (started by `deepep-a4 rehearse` once rank 0
+# said PASS: the Job is created suspended) has a listener to be refused by (probe_internode.py).
+RANK0_LINGER_S = 300
 
 
 def probes_config_map(parent: pulumi.Resource, name: str, namespace: Any) -> k8s.core.v1.ConfigMap:
@@ -65,15 +69,19 @@ def _probe_mount() -> dict[str, Any]:
 
 
 def stage_env(cfg: StackConfig, versions_hash: str) -> list[dict[str, Any]]:
-    """What probe_stage.py reads besides the installer's own environment (NODE_NAME, INSTALLED_LABEL)."""
+    """What probe_stage.py reads (its docstring) besides the installer's own environment (NODE_NAME)."""
     values = {
         "REHEARSAL_STORE_URL": cfg.installer.store_url,
         "REHEARSAL_STORE_MANIFEST": cfg.installer.store_manifest,
-        "REHEARSAL_DENIED_TARGET": rehearsal.DENIED_TARGET,
-        "REHEARSAL_NODE_LABEL": INSTALLED_LABEL,
-        "REHEARSAL_NODE_LABEL_VALUE": versions_hash,
+        # The label the installer sets when it is done: the one the node policy lets the pod patch.
+        "REHEARSAL_NODE_LABEL": f"{INSTALLED_LABEL}={versions_hash}",
+        # The node's kubelet listens there, so a failed connect is the egress policy's doing (probe_stage.py).
+        "REHEARSAL_DENIED": f"$(REHEARSAL_NODE_IP):{KUBELET_PORT}",
     }
-    return [{"name": k, "value": v} for k, v in values.items()]
+    if cfg.staged:  # Workload Identity Federation, no Google service account: the pool's name is the email
+        values["REHEARSAL_EXPECT_EMAIL"] = f"{cfg.project}.svc.id.goog"
+    node_ip = {"name": "REHEARSAL_NODE_IP", "value_from": {"field_ref": {"field_path": "status.hostIP"}}}
+    return [node_ip, *({"name": k, "value": v} for k, v in values.items())]
 
 
 def stage_pod(cfg: StackConfig, spec: dict[str, Any], versions_hash: str) -> dict[str, Any]:
@@ -116,7 +124,10 @@ def bench_pod(cfg: StackConfig, test: str, spec: dict[str, Any]) -> dict[str, An
         "env": [
             e for e in container["env"] if e["name"] in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "HOME")
         ]
-        + [{"name": "REHEARSAL_ROLE", "value": "peer" if test == "internode" else "outsider"}],
+        + [
+            {"name": "REHEARSAL_ROLE", "value": "peer"},
+            {"name": "REHEARSAL_LINGER_S", "value": str(RANK0_LINGER_S)},
+        ],
         "security_context": container["security_context"],
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
         "volume_mounts": [m for m in container["volume_mounts"] if m["name"] == "tmp"] + [_probe_mount()],
@@ -148,9 +159,17 @@ def outsider_job(parent: pulumi.Resource, name: str, cfg: StackConfig, namespace
     pod = {**pod, "containers": [{**container, "env": env}]}
     return k8s.batch.v1.Job(
         f"{name}-rehearsal-outsider",
-        metadata={"name": OUTSIDER_JOB, "namespace": namespace, "labels": labels},
+        # Created suspended: `deepep-a4 rehearse` resumes it once rank 0 listens (a refusal before would only mean
+        # that nothing listened yet); Pulumi does not wait for it.
+        metadata={
+            "name": OUTSIDER_JOB,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
         spec=k8s_spec(
             {
+                "suspend": True,
                 "completions": 1,
                 "parallelism": 1,
                 "backoff_limit": 0,
