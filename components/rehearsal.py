@@ -36,9 +36,11 @@ MACHINE_TYPE = "e2-standard-4"
 MAX_NICS = 4
 # E2 takes persistent disks only (no Hyperdisk): the boot disk's type is the one machine-bound field of the disk.
 BOOT_DISK_TYPE = "pd-balanced"
-# Short, but longer than the rehearsal itself (cluster creation about 10 minutes, the probes a few): the bill cap
-# if the workstation dies mid-rehearsal (the deadline job deletes the pool, GCE ends the VMs).
-TTL_SECONDS = 45 * 60
+# Short, per platform. GKE: longer than the rehearsal itself (cluster creation about 10 minutes, the probes a few),
+# the bill cap if the workstation dies (the deadline job deletes the pool; the rehearsal fires that job itself
+# rather than wait). GCE: the VMs' own terminationTime is the deadline seam, so it comes minutes after the probes
+# (VM boot and the startup script's probe take about 3): the rehearsal watches the VMs end at it.
+TTL_SECONDS = {"gke": 45 * 60, "gce": 12 * 60}
 # The probes are stdlib-only Python 3 (scripts/rehearse/); the staging and benchmark images have no Python.
 # Docker Hub's python:3.12-slim as an OCI index pinned by digest, as public Dockerfiles pin it ("Digest verified
 # against the canonical index", found with a code search for `python:3.12-slim@sha256:` on 2026-12-02); the
@@ -68,7 +70,7 @@ def rehearsed(cfg: StackConfig) -> StackConfig:
     return replace(
         cfg,
         rehearsal=True,
-        ttl_seconds=TTL_SECONDS,
+        ttl_seconds=TTL_SECONDS[cfg.platform],
         provisioning="spot",
         reservation_name="",
         placement="none",

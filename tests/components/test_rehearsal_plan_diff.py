@@ -61,4 +61,4 @@ def test_the_rehearsals_node_pool_is_a_cpu_pool_without_gpu_or_rdma() -> None:
     assert node.get("spot") is True
     assert not node.get("guestAccelerators") and not node.get("taints")
     assert len(pool["inputs"]["networkConfig"]["additionalNodeNetworkConfigs"]) == 1  # the second gVNIC only
-    assert node["maxRunDuration"] == "2700s"
+    assert node["maxRunDuration"] == "2700s"  # components/rehearsal.py TTL_SECONDS["gke"]
