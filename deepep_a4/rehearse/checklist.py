@@ -21,7 +21,7 @@ from components.config.keys import KEYS, PROJECT_NAME
 from deepep_a4.paths import project_root
 
 ROOT = project_root()
-LINE = re.compile(r"REHEARSAL (\{.*\})\s*$")
+LINE = re.compile(r"REHEARSAL (\{.*?)\s*$")
 PASS, FAIL = "PASS", "FAIL"
 
 # What the rehearsal does not prove per value, so a change of it needs no new rehearsal: the zone within the

@@ -46,7 +46,8 @@ class Deps:
     say: Callable[[str], None] = print
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    root: Path = ROOT
+    root: Path = ROOT  # where the stack files are (the Pulumi project's folder)
+    out_root: Path = ROOT  # where build/rehearsal/STACK/ goes
 
 
 def stack_config(name: str, root: Path) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def execute(name: str, dry_run: bool, deps: Deps) -> int:
         return EXIT_FAILED
     finally:
         path.unlink(missing_ok=True)
-    written = checklists.write(sheet, deps.root)
+    written = checklists.write(sheet, deps.out_root)
     for s in sheet.seams:
         fix = f"  -> docs/troubleshooting.md {s.troubleshooting}" if s.troubleshooting else ""
         say(f"  {s.status}  {s.seam:<22} {s.evidence[:150]}{fix}")
