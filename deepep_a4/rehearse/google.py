@@ -126,7 +126,7 @@ class VmWatch:
             return None
         return str(vm.status)
 
-    def instance(self) -> Any:
+    def resource(self) -> Any:
         return self._instances().get(project=self.project, zone=self.zone, instance=self.instance)
 
     def serial(self) -> str:

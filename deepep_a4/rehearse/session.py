@@ -153,7 +153,13 @@ class Session:
         probe_deadline = _probe_module("probe_deadline")
         out = io.StringIO()
         probe_deadline.check_pool_gone(
-            watch, account=deadline_account(self.cfg), fired_at=time.time(), within_s=POOL_GONE_S, out=out
+            watch,
+            account=deadline_account(self.cfg),
+            fired_at=time.time(),
+            within_s=POOL_GONE_S,
+            poll_s=self.poll_s,
+            sleep=self.sleep,
+            out=out,
         )
         return parse(out.getvalue(), "workstation")
 
@@ -177,14 +183,16 @@ class Session:
         for name, watch in watches.items():
             found += self._check(
                 "gce-scheduling",
-                lambda w=watch: probe_gce_vm.check_scheduling(_rest(w.instance()), _want(self.cfg)),
+                lambda w=watch: probe_gce_vm.check_scheduling(_rest(w.resource()), _want(self.cfg)),
                 name,
             )
         at = str(outputs.get("deadline") or "")
         if at:
             probe_deadline = _probe_module("probe_deadline")
             out = io.StringIO()
-            probe_deadline.check_vm_ended(watches[names[0]], termination_time=at, out=out)
+            probe_deadline.check_vm_ended(
+                watches[names[0]], termination_time=at, poll_s=self.poll_s, sleep=self.sleep, out=out
+            )
             found += parse(out.getvalue(), names[0])
         return found
 
