@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("scripts.rehearse.probe_deadline")
 
-from components import rehearsal  # noqa: E402
-from deepep_a4 import plan  # noqa: E402
-from deepep_a4.rehearse import stack as rehearsal_stack  # noqa: E402
-from deepep_a4.rehearse.checklist import Checklist  # noqa: E402
-from deepep_a4.rehearse.session import Clients, Session  # noqa: E402
+from components import rehearsal
+from deepep_a4 import plan
+from deepep_a4.rehearse import stack as rehearsal_stack
+from deepep_a4.rehearse.checklist import Checklist
+from deepep_a4.rehearse.session import Clients, Session
 
 
 def line(seam: str, ok: bool = True) -> str:
