@@ -18,7 +18,7 @@ from components import rehearsal
 from components.config import StackConfig
 from components.gke.objects import BENCH_CONTAINER, INSTALLER_NAME, TEST_LABEL
 from components.gke.rehearsal import OUTSIDER_JOB
-from deepep_a4.rehearse import google
+from deepep_a4.rehearse import build, google
 from deepep_a4.rehearse.checklist import Checklist, Seam, parse, seam
 
 PROBE_WAIT_S = 10 * 60  # the probes' lines, once `up` returned
@@ -35,6 +35,8 @@ class Clients:
     logging_post: Any = None
     compute: Any = None
     pods: Callable[[str, str], Any] | None = None  # (kubeconfig, namespace) -> google.Pods
+    build: Any = None  # cloudbuild_v1.CloudBuildClient
+    build_logs: Any = None  # post(url, body) of Cloud Logging's entries.list
 
 
 @dataclass
@@ -62,6 +64,11 @@ class Session:
                 self.checklist.add([seam("policy-pack", True, _policy_evidence(text.getvalue()), self.clock() - t0)])
                 self.step("google", "the seams Google answers: A4 quota, machineTypes.get")
                 self.checklist.add(google.google_reads(self.cfg, self.clients.reads))
+                self.step("build", f"the store builder probe: a minimal Cloud Build in {self.cfg.region}")
+                run_id = f"{self.cfg.stack_label}-{int(time.time())}"
+                self.checklist.add(
+                    build.probe(self.cfg, run_id, self.clients.build, self.clients.build_logs, self.sleep)
+                )
                 self.step("up", f"pulumi up -s {self.stack.name} (e2 spot, TTL {self.cfg.ttl_seconds // 60} min)")
                 touched = True
                 self.stack.up(on_output=self._echo)

@@ -62,3 +62,20 @@ def test_the_rehearsals_node_pool_is_a_cpu_pool_without_gpu_or_rdma() -> None:
     assert not node.get("guestAccelerators") and not node.get("taints")
     assert len(pool["inputs"]["networkConfig"]["additionalNodeNetworkConfigs"]) == 1  # the second gVNIC only
     assert node["maxRunDuration"] == "2700s"  # components/rehearsal.py TTL_SECONDS["gke"]
+
+
+@pytest.mark.parametrize("stack", ["gke-b200", "gke-b200-ubuntu"])
+def test_the_rehearsals_kubernetes_objects_pass_the_schema_gate(stack: str, tmp_path) -> None:
+    """The probe pods are new objects: the same offline schemas as the real plan's (ci/gates/k8s_schemas.py)."""
+    from ci.gates import k8s_schemas
+
+    name, raw, cfg = plan.load_stack(stack)
+    result, _ = plan_engine.run_program(
+        rehearsal_stack.stack_name(name), rehearsal_stack.config(raw, cfg.name_prefix)
+    )
+    plan.write_plan(result, tmp_path / "plan")
+    minor, count, problems = k8s_schemas.validate_plan(tmp_path / "plan")
+    assert count > 10 and not problems, "\n".join(str(p) for p in problems)
+    outsider = (tmp_path / "plan" / "files" / "k8s").glob("*.yaml")
+    text = "".join(p.read_text() for p in outsider)
+    assert "deepep-rehearsal-outsider" in text and "suspend: true" in text

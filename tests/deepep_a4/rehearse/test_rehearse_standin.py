@@ -44,6 +44,19 @@ class Reads:
         return {"PREEMPTIBLE_NVIDIA_B200_GPUS": (16.0, 0.0)}
 
 
+class Build:
+    """cloudbuild_v1.CloudBuildClient: the store builder probe's builds.create, recorded, refused as Google would
+    refuse an unknown account."""
+
+    def __init__(self, log: Path):
+        self.log = log
+
+    def create_build(self, parent: str, project_id: str, build: Any) -> Any:
+        with self.log.open("a") as out:
+            out.write(json.dumps(["GOOGLE", f"builds.create {parent}"]) + "\n")
+        raise PermissionError("400 invalid service account deepep-store-builder@...")
+
+
 def user_root(tmp: Path, stack: str) -> Path:
     """A project folder whose stack file names a store and its pinned manifest, as a user's would."""
     root = tmp / "project"
@@ -78,7 +91,7 @@ def test_rehearse_runs_through_the_cli_standin_to_the_first_google_call_and_tear
         ["--stack", stack],
         root=user_root(tmp_path, stack),
         out_root=tmp_path,
-        clients=command.Clients(reads=Reads(cli.log)),
+        clients=command.Clients(reads=Reads(cli.log), build=Build(cli.log)),
         missing_probes=lambda: [],  # the probes are another engineer's files (scripts/rehearse/)
         say=said.append,
         sleep=lambda s: None,
@@ -102,6 +115,7 @@ def test_rehearse_runs_through_the_cli_standin_to_the_first_google_call_and_tear
     seams = {s["seam"]: s["status"] for s in sheet["seams"]}
     assert seams["policy-pack"] == "PASS" and seams["google-quota"] == "PASS"
     assert seams["google-machine-type"] == "PASS"
+    assert seams["build-accepted"] == "FAIL"  # Google's refusal of the build is the evidence
     assert seams["rehearsal-complete"] == "FAIL"  # the stand-in's stack has no outputs to read the probes from
     assert sheet["teardown"].startswith("destroyed") and not sheet["passed"]
     assert rc == command.EXIT_FAILED, said
