@@ -74,7 +74,7 @@ def test_the_rehearsals_kubernetes_objects_pass_the_schema_gate(stack: str, tmp_
         rehearsal_stack.stack_name(name), rehearsal_stack.config(raw, cfg.name_prefix)
     )
     plan.write_plan(result, tmp_path / "plan")
-    minor, count, problems = k8s_schemas.validate_plan(tmp_path / "plan")
+    _, count, problems = k8s_schemas.validate_plan(tmp_path / "plan")
     assert count > 10 and not problems, "\n".join(str(p) for p in problems)
     outsider = (tmp_path / "plan" / "files" / "k8s").glob("*.yaml")
     text = "".join(p.read_text() for p in outsider)
