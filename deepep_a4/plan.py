@@ -29,6 +29,7 @@ from components.gke import gib as gke_gib
 from components.node import installer, pins, staging, store
 from deepep_a4 import cost, options, plan_engine, stackfile
 from deepep_a4.bringup_table import expected_bringup
+from deepep_a4.rehearse import estimate as rehearsal_estimate
 from deepep_a4.store_estimate import store_warnings
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -282,6 +283,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         # sha256 of downloads with no pin of ours, resolved at the first `pulumi up` (components/node/pins.py).
         "firstUpPins": {n: pins.download_urls(cfg)[n] for n in installer.first_up_names(cfg)},
         "bringUpSeconds": {"profile": bringup.profile, "measuredOrCited": bringup.known, "total": bringup.total},
+        "rehearsal": rehearsal_estimate.summary(cfg),  # `deepep-a4 rehearse` first: its cost and time (estimates)
     }
     try:
         written = write_plan(result, out_dir, extra)
@@ -307,6 +309,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         print(bringup.line)
         print(cost.per_run_line(estimate, cfg, bringup.total))
         print(deadline_line(cap))
+        print(rehearsal_estimate.plan_line(cfg))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))
     if cfg.untested:

@@ -106,3 +106,24 @@ def estimate(cfg: StackConfig, prices: dict[str, Any] | None = None) -> Rehearsa
 
 def _mul(rate: float | None, factor: float) -> float | None:
     return None if rate is None else round(rate * factor, 4)
+
+
+def summary(cfg: StackConfig) -> dict[str, Any]:
+    """plan.json's `rehearsal`: what `deepep-a4 rehearse` costs and takes, both estimates."""
+    est = estimate(cfg)
+    return {
+        "command": f"deepep-a4 rehearse --stack {cfg.stack}",
+        "usdEstimate": est.usd,
+        "minutesEstimate": est.minutes,
+        "machine": f"{rehearsal.MACHINE_TYPE} spot",
+        "source": "deepep_a4/prices.yaml (prices); deepep_a4/rehearse/estimate.py PHASES (minutes, our estimate)",
+    }
+
+
+def plan_line(cfg: StackConfig) -> str:
+    est = estimate(cfg)
+    usd = "an unknown sum" if est.usd is None else f"about ${est.usd:.2f}"
+    return (
+        f"Rehearse first: deepep-a4 rehearse --stack {cfg.stack}: every seam on {rehearsal.MACHINE_TYPE} spot, "
+        f"{usd} and {est.minutes:.0f} min (estimates; --dry-run itemises them)"
+    )

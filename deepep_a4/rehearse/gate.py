@@ -41,9 +41,10 @@ def before_run(
     if rehearse is None:
         from deepep_a4.rehearse import command
 
-        def rehearse(name: str) -> int:
+        def rehearse_here(name: str) -> int:
             return command.execute(name, False, command.Deps(say=say))
 
+        rehearse = rehearse_here
     rc = rehearse(stack)
     if rc != 0:
         say(f"rehearsal FAILED (exit {rc}): no A4 was created; build/rehearsal/{stack}/checklist.md says which seam")

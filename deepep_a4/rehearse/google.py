@@ -24,7 +24,8 @@ from deepep_a4.rehearse.checklist import Seam, seam
 def google_reads(cfg: StackConfig, reads: Any = None) -> list[Seam]:
     """A4 quota in the region (enough GPUs for the real stack's nodes) and machineTypes.get in the zone."""
     if reads is None:
-        from deepep_a4.cloud import capacity_reads as reads  # the capacity engineer's module (one module, two callers)
+        # The capacity command's module (one module, two callers), and its google-cloud-compute, come with it.
+        from deepep_a4.cloud import capacity_reads as reads  # pyright: ignore[reportMissingImports]
     out: list[Seam] = []
     started = time.monotonic()
     try:
@@ -112,7 +113,7 @@ class VmWatch:
 
     def _instances(self) -> Any:
         if self._client is None:
-            from google.cloud import compute_v1
+            from google.cloud import compute_v1  # pyright: ignore[reportAttributeAccessIssue]
 
             self._client = compute_v1.InstancesClient()
         return self._client

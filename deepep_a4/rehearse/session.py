@@ -69,7 +69,9 @@ class Session:
                 self.checklist.add(
                     build.probe(self.cfg, run_id, self.clients.build, self.clients.build_logs, self.sleep)
                 )
-                self.step("up", f"pulumi up -s {self.stack.name} (e2 spot, TTL {self.cfg.ttl_seconds // 60} min)")
+                self.step(
+                    "up", f"pulumi up -s {self.stack.name} (e2 spot, TTL {(self.cfg.ttl_seconds or 0) // 60} min)"
+                )
                 touched = True
                 self.stack.up(on_output=self._echo)
                 outputs = self.stack.outputs()
@@ -102,7 +104,7 @@ class Session:
             self.say(f"destroy FAILED: {_tail(str(err))}")
             return (
                 f"DESTROY FAILED ({_tail(str(err), 300)}): run `pulumi destroy --refresh -s {self.stack.name}`; "
-                f"the rehearsal's TTL ({self.cfg.ttl_seconds // 60} min) bounds its machines meanwhile"
+                f"the rehearsal's TTL ({(self.cfg.ttl_seconds or 0) // 60} min) bounds its machines meanwhile"
             )
         finally:
             if previous is not None:
