@@ -70,12 +70,27 @@ def test_the_rehearsals_kubernetes_objects_pass_the_schema_gate(stack: str, tmp_
     from ci.gates import k8s_schemas
 
     name, raw, cfg = plan.load_stack(stack)
-    result, _ = plan_engine.run_program(
-        rehearsal_stack.stack_name(name), rehearsal_stack.config(raw, cfg.name_prefix)
-    )
+    result, _ = plan_engine.run_program(rehearsal_stack.stack_name(name), rehearsal_stack.config(raw, cfg.name_prefix))
     plan.write_plan(result, tmp_path / "plan")
     _, count, problems = k8s_schemas.validate_plan(tmp_path / "plan")
     assert count > 10 and not problems, "\n".join(str(p) for p in problems)
     outsider = (tmp_path / "plan" / "files" / "k8s").glob("*.yaml")
     text = "".join(p.read_text() for p in outsider)
     assert "deepep-rehearsal-outsider" in text and "suspend: true" in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_rehearsal_passes_the_policy_packs_rules_as_the_stack_does(stack: str) -> None:
+    """The rehearsal runs under the policy pack (as `run` does): its plan breaks none of the pack's rules."""
+    from deepep_a4.policy import rules
+
+    _, _, rehearsed = plans(stack)
+    found = [
+        f"{rule} {r['name']}: {v}"
+        for r in rehearsed
+        for rule, (_, check) in rules.RESOURCE_RULES.items()
+        for v in check(r["type"], r["inputs"])
+    ]
+    resources = [rules.Resource(r["type"], r["name"], r["inputs"]) for r in rehearsed]
+    found += [f"{rule}: {v}" for rule, (_, check) in rules.STACK_RULES.items() for v in check(resources)]
+    assert not found, found
