@@ -90,9 +90,12 @@ class PoolWatch:
             from deepep_a4.store_remote import google_post
 
             self._post = google_post()
+        # The audit entry names the pool as projects/P/locations/L/... or projects/P/zones/Z/...: match its tail
+        # (`:` is the filter language's "has" operator, https://cloud.google.com/logging/docs/view/logging-query-language).
+        tail = self.name[self.name.index("/clusters/") + 1 :]
         flt = (
             'protoPayload.methodName="google.container.v1.ClusterManager.DeleteNodePool" '
-            f'AND protoPayload.resourceName="{self.name.removeprefix(f"projects/{self.project}/")}"'
+            f'AND protoPayload.resourceName:"{tail}"'
         )
         body = {"resourceNames": [f"projects/{self.project}"], "filter": flt, "orderBy": "timestamp desc"}
         entries = self._post("https://logging.googleapis.com/v2/entries:list", body | {"pageSize": 5}).get("entries")
