@@ -64,6 +64,7 @@ def cost(stack: str) -> None:
 _subcommand("deepep_a4.run_benchmark", "run")
 _subcommand("deepep_a4.report.cli", "report")
 _subcommand("deepep_a4.capacity.command", "capacity")
+_subcommand("deepep_a4.rehearse.command", "rehearse")
 
 
 if __name__ == "__main__":

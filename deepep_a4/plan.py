@@ -30,6 +30,7 @@ from components.node import installer, pins, staging, store
 from deepep_a4 import cost, options, plan_engine, stackfile
 from deepep_a4.bringup_table import expected_bringup
 from deepep_a4.capacity import models as capacity_models
+from deepep_a4.rehearse import estimate as rehearsal_estimate
 from deepep_a4.store_estimate import store_warnings
 
 # The inputs worth a glance in the tree, per resource type (the full inputs are in plan.json).
@@ -300,6 +301,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         "firstUpPins": {n: pins.download_urls(cfg)[n] for n in installer.first_up_names(cfg)},
         "bringUpSeconds": {"profile": bringup.profile, "measuredOrCited": bringup.known, "total": bringup.total},
         "capacityModels": capacity_models.as_dict(cfg),
+        "rehearsal": rehearsal_estimate.summary(cfg),  # `deepep-a4 rehearse` first: its cost and time (estimates)
     }
     try:
         written = write_plan(result, out_dir, extra)
@@ -327,6 +329,7 @@ def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
         for line in capacity_models.plan_lines(cfg):  # each provisioning model's price, quota, wait (issue 45)
             print(line)
         print(deadline_line(cap))
+        print(rehearsal_estimate.plan_line(cfg))
     # The bill cap is printed even with --quiet: it says when the capacity dies.
     print("\n".join(cap.lines))
     if cfg.untested:

@@ -60,6 +60,7 @@ from deepep_a4.run.help import (  # the exit statuses, declared with the help th
     EXIT_USAGE,
     run_help,
 )
+from deepep_a4.rehearse import gate as rehearse_gate
 from deepep_a4.run_platforms import (
     AutomationStack,
     GceProbe,
@@ -340,6 +341,8 @@ class Deps:
     # The checks before anything is created (run_preflight.check when None): one line per problem.
     preflight: Callable[[str, config.StackConfig, bool], list[str]] | None = None
     tty: Callable[[], bool] = sys.stdin.isatty
+    # `deepep-a4 rehearse` first, unless these settings passed one (deepep_a4/rehearse/gate.py; a fake in tests).
+    rehearse: Callable[[str], int] | None = None
 
 
 POSITIVE = click.FloatRange(min=0, min_open=True)
@@ -355,6 +358,7 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--poll", type=POSITIVE, default=30.0, metavar="S", help="seconds between checks")
 @click.option("--build-store", is_flag=True, help="a store without a pinned manifest: build and pin one without asking")
 @click.option("--capacity-timeout", type=POSITIVE, default=120.0, metavar="MIN", help="all `capacity` tries, minutes")
+@click.option("--skip-rehearsal", is_flag=True, help="no rehearsal first, though these settings passed none (warns)")
 @click.pass_context
 def command(ctx: click.Context, **options: Any) -> None:
     deps = ctx.obj if isinstance(ctx.obj, Deps) else Deps()
@@ -372,6 +376,7 @@ def execute(
     deps: Deps,
     build_store: bool = False,
     capacity_timeout: float = 120.0,
+    skip_rehearsal: bool = False,
 ) -> int:
     say, which = deps.say, deps.which
     try:
@@ -422,6 +427,8 @@ def execute(
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
         say(refusal_text(AUTH_PLUGIN_MISSING, destroy_only))
         return EXIT_NO_CLI
+    if not destroy_only and (stop := rehearse_gate.before_run(name, skip_rehearsal, say, deps.rehearse)) is not None:
+        return stop
     probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(

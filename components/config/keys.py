@@ -428,6 +428,15 @@ KEYS: tuple[Key, ...] = (
     Key("benchTimeoutMinutes", int, 30, "Timeout of one benchmark test."),
     Key("benchRepeats", int, 1, "Starts of each DeepEP test in a row (1-10); from 3 the report gives min/median/max."),
     Key("benchGateRatio", str, "0.5", "A result below this fraction of the B200 baseline fails the report."),
+    # -- rehearsal (deepep-a4 rehearse) -----------------------------------------------------------------
+    Key(
+        "rehearsal",
+        bool,
+        False,
+        "Set only by `deepep-a4 rehearse` in the stack <stack>-rehearsal: the same plan on cheap CPU machines "
+        "(e2-standard-4 spot, no GPU, no RDMA NIC), a short TTL, probes in place of the GPU phases and the "
+        "benchmarks (components/rehearsal.py, docs/rehearsal.md).",
+    ),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

@@ -197,6 +197,8 @@ class StackConfig:
     node_profile: str = "supported"
     # `capacity`: the ordered (zone, provisioning) tries of `deepep-a4 run` (components/config/rules_capacity.py).
     capacity: tuple[tuple[str, str], ...] = ()
+    # `deepep-a4 rehearse`: the plan on CPU machines with probes (components/rehearsal.py).
+    rehearsal: bool = False
 
     @property
     def staged(self) -> bool:

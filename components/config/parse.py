@@ -211,7 +211,7 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
     v["artifactStore"] = v["artifactStore"].rstrip("/")
     v["artifactStoreManifest"] = v["artifactStoreManifest"].lower()
 
-    return model.StackConfig(
+    cfg = model.StackConfig(
         stack=stack,
         platform=v["platform"],
         project=v["project"],
@@ -250,6 +250,11 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
         node_profile=v["nodeProfile"],
         capacity=capacity,
     )
+    if v["rehearsal"]:
+        from components import rehearsal  # `deepep-a4 rehearse`: what the rehearsal changes, in one place
+
+        return rehearsal.rehearsed(cfg)
+    return cfg
 
 
 def _default_prefix(stack: str) -> str:

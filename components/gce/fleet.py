@@ -32,6 +32,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components import rehearsal
 from components.config import GCE_FIRST_HOST_OFFSET, StackConfig, provisioning
 from components.config.model import ImageRef
 from components.network import A4Network, NicNetwork
@@ -270,15 +271,19 @@ class GceA4Fleet(pulumi.ComponentResource):
                     f"{name}-vm-{i}",
                     name=instance_name(cfg.name_prefix, i),
                     zone=cfg.zone,
-                    machine_type=cfg.machine_type,
+                    machine_type=rehearsal.machine_type(cfg),
                     boot_disk=gcp.compute.InstanceBootDiskArgs(
                         auto_delete=True,
                         initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                            image=self.image, size=cfg.boot_disk_gb, type="hyperdisk-balanced"
+                            image=self.image,
+                            size=cfg.boot_disk_gb,
+                            type=rehearsal.boot_disk_type(cfg, "hyperdisk-balanced"),
                         ),
                     ),
                     network_interfaces=network_interfaces(
-                        host, args.network.additional_networks, self.addresses[i].address
+                        host,
+                        rehearsal.nic_networks(cfg, list(args.network.additional_networks)),
+                        self.addresses[i].address,
                     ),
                     scheduling=scheduling(cfg, args.deadline),
                     reservation_affinity=reservation_affinity(cfg),

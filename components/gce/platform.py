@@ -11,6 +11,7 @@ from components import artifacts
 from components.config import StackConfig
 from components.deadline import StackDeadline
 from components.gce import bench as gce_bench
+from components.gce import rehearsal as gce_rehearsal
 from components.gce.fleet import (
     GceA4Fleet,
     GceA4FleetArgs,
@@ -50,9 +51,11 @@ def build_gce_platform(
     results = GceResultsBucket("gce-results", GceResultsBucketArgs(cfg, sa), gcp_opts)
     store_grants = store_access(cfg, sa.member, gcp_opts)
 
-    script = _fits(artifacts.publish(STARTUP_SCRIPT_ARTIFACT, gce_bench.render_startup_script(cfg)))
+    # The rehearsal: the VM probe in the installer's and the benchmarks' place (components/gce/rehearsal.py).
+    render = gce_rehearsal.render_startup_script if cfg.rehearsal else gce_bench.render_startup_script
+    script = _fits(artifacts.publish(STARTUP_SCRIPT_ARTIFACT, render(cfg)))
     # With first-up downloads the VMs get the digests kept at the first `up` where the plan shows stand-ins.
-    found = pins.resolved(cfg)
+    found = None if cfg.rehearsal else pins.resolved(cfg)
     node_script = script
     if found is not None:
         node_script = found.apply(lambda d: _fits(gce_bench.render_startup_script(cfg, pins.digests(d))))

@@ -23,6 +23,7 @@ from components.config import StackConfig
 from components.gke import pod_security as security
 from components.gke import queued
 from components.gke.network_resources import with_network_zeros
+from components.gke import rehearsal as gke_rehearsal
 from components.gke.objects import (
     BENCH_CONTAINER,
     BENCH_LABELS,
@@ -339,8 +340,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
         self.service: k8s.core.v1.Service | None = None
         self.jobs: dict[str, k8s.batch.v1.Job] = {}
         b = cfg.benchmarks
+        pod_spec_of: dict[str, dict[str, Any]] = {}
         per_test_s = b.timeout_minutes * 60
-        for test in b.tests:
+        for test in (t for t in b.tests if gke_rehearsal.keeps_test(cfg, t)):  # rehearsal: the internode probe
             labels = {**BENCH_LABELS, TEST_LABEL: test}
             depends: list[pulumi.Resource] = list(after_install)
             if test == "internode":
@@ -362,6 +364,9 @@ class BenchmarkJobs(pulumi.ComponentResource):
                 shape = {"completions": 1, "parallelism": 1}
             # With queued provisioning every benchmark pod runs on the request's nodes (components/gke/queued.py).
             annotations = {**bench_pod_annotations(cfg, test, nets), **queued.consume_annotations(cfg)}
+            annotations = gke_rehearsal.pod_annotations(cfg, annotations)
+            pod_spec = bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash)
+            pod_spec = pod_spec_of[test] = gke_rehearsal.bench_pod(cfg, test, pod_spec)
             self.jobs[test] = k8s.batch.v1.Job(
                 f"{name}-{test}",
                 metadata={
@@ -404,13 +409,13 @@ class BenchmarkJobs(pulumi.ComponentResource):
                             "metadata": {"labels": labels, "annotations": annotations},
                             # GKE's webhook requests each named network twice; the plain entry's "0" lets a node that
                             # advertises only `.IP` take the pod (network_resources.py, troubleshooting T27).
-                            "spec": with_network_zeros(
-                                bench_pod_spec(cfg, test, self.runner.metadata.name, args.installed_hash), annotations
-                            ),
+                            "spec": with_network_zeros(pod_spec, annotations),
                         },
                     }
                 ),
                 # A changed Job template can only be replaced; its fixed name must go first.
                 opts=child_opts(self, depends_on=depends, delete_before_replace=True),
             )
+        if cfg.rehearsal and "internode" in self.jobs:  # the pod outside the internode selector
+            self.outsider = gke_rehearsal.outsider_job(self, name, cfg, namespace, pod_spec_of["internode"])
         self.register_outputs({"jobs": {t: j.metadata.name for t, j in self.jobs.items()}})

@@ -21,6 +21,7 @@ import pulumi_kubernetes as k8s
 from components import artifacts
 from components.config import StackConfig
 from components.gke import pod_security as security
+from components.gke import rehearsal as gke_rehearsal
 from components.gke import stage as gke_stage
 from components.gke import stage_access as gke_stage_access
 from components.gke.node_policy import InstallerNodePolicy
@@ -193,6 +194,8 @@ class InstallerDaemonSet(pulumi.ComponentResource):
             pod_spec = gke_stage.pod_spec(image, env, ready, self.config_map.metadata.name, volume_items)
         else:
             pod_spec = host_pod_spec(image, env, ready, self.config_map.metadata.name, volume_items)
+        if cfg.rehearsal:  # the stage probe in the installer's place (components/gke/rehearsal.py)
+            pod_spec = gke_rehearsal.stage_pod(cfg, pod_spec, self.versions_hash)
         self.daemon_set = k8s.apps.v1.DaemonSet(
             name,
             # Pulumi awaits the DaemonSet until every pod is Ready: a cold install and its reboot.
@@ -200,7 +203,7 @@ class InstallerDaemonSet(pulumi.ComponentResource):
                 INSTALLER_NAME,
                 namespace,
                 INSTALLER_LABELS,
-                INSTALL_TIMEOUT_SECONDS,
+                gke_rehearsal.DAEMON_SET_TIMEOUT_SECONDS if cfg.rehearsal else INSTALL_TIMEOUT_SECONDS,
                 security.skip_annotations(skips),
             ),
             spec=k8s_spec(

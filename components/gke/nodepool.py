@@ -22,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from components import rehearsal
 from components.config import StackConfig, provisioning, versions
 from components.network import NicNetwork
 from components.options import depends_of
@@ -235,8 +236,11 @@ class A4NodePool(pulumi.ComponentResource):
             # later control-plane patches do not make `pulumi up` upgrade the nodes (ignore_changes below).
             version=cluster.master_version,
             node_config=gcp.container.NodePoolNodeConfigArgs(
-                machine_type=cfg.machine_type,
-                guest_accelerators=[
+                machine_type=rehearsal.machine_type(cfg),
+                # The rehearsal's CPU machine has no GPU and no driver to install (components/rehearsal.py).
+                guest_accelerators=[]
+                if cfg.rehearsal
+                else [
                     gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
                         type=cfg.shape.accelerator,
                         count=cfg.shape.gpus,
@@ -246,7 +250,7 @@ class A4NodePool(pulumi.ComponentResource):
                     )
                 ],
                 image_type=cfg.gke.image_type,
-                disk_type="hyperdisk-balanced",
+                disk_type=rehearsal.boot_disk_type(cfg, "hyperdisk-balanced"),
                 disk_size_gb=cfg.boot_disk_gb,
                 ephemeral_storage_local_ssd_config=local_ssd,
                 # The gVNIC flag only on COS, as cluster-toolkit's gke-node-pool sets it (GKE documents it for COS
@@ -261,7 +265,9 @@ class A4NodePool(pulumi.ComponentResource):
                 labels={NODE_POOL_LABEL_KEY: NODE_POOL_LABEL_VALUE},
                 # The provider's default labels stop at the pool: these mark the node VMs themselves.
                 resource_labels=cfg.labels,
-                taints=[
+                taints=[]
+                if cfg.rehearsal
+                else [
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
                     )
@@ -275,7 +281,7 @@ class A4NodePool(pulumi.ComponentResource):
                     gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
                         network=nic.network.name, subnetwork=nic.subnetwork.name
                     )
-                    for nic in additional_networks
+                    for nic in rehearsal.nic_networks(cfg, list(additional_networks))
                 ],
             ),
             placement_policy=placement,

@@ -68,6 +68,7 @@ import pulumi_kubernetes as k8s
 from components.config import StackConfig
 from components.config.rules_driver import COS_INSTALLER
 from components.gke import queued
+from components.gke import rehearsal as gke_rehearsal
 from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs, bench_pod_spec
 from components.gke.cos_driver import CosDriverArgs, CosDriverInstaller
 from components.gke.gib import GibArgs, GibInstaller
@@ -125,6 +126,8 @@ class GkeWorkloads(pulumi.ComponentResource):
             },
             opts=child_opts(self),
         )
+        # The rehearsal's probes, mounted by the probe pods (components/gke/rehearsal.py).
+        probes = [gke_rehearsal.probes_config_map(self, name, ns)] if cfg.rehearsal else []
         # gkeGpuDriver cos-installer: the pinned driver on every node before staging (cos_driver.py).
         self.cos_driver: CosDriverInstaller | None = None
         if cfg.gke.gpu_driver == COS_INSTALLER:
@@ -137,10 +140,10 @@ class GkeWorkloads(pulumi.ComponentResource):
         self.installer = InstallerDaemonSet(
             f"{name}-installer",
             InstallerArgs(cfg, ns),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool, *driver]),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.critical_quota, *after_pool, *driver, *probes]),
         )
         self.gib: GibInstaller | None = None
-        if cfg.installer.nccl_gib:
+        if cfg.installer.nccl_gib and not cfg.rehearsal:  # a GPU phase: no rehearsal
             self.gib = GibInstaller(
                 f"{name}-gib",
                 GibArgs(ns),
