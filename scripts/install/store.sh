@@ -191,8 +191,7 @@ manifest_digest() {
   return 0
 }
 
-# manifest_bytes REL: the bytes the pinned manifest records REL's regular members to hold (an archive's third
-# field); empty when it records none or no manifest is pinned.
+# manifest_bytes REL: an archive's third manifest field, the bytes its files hold ("" when none).
 manifest_bytes() {
   local f sum rel bytes
   [[ -n $STORE_MANIFEST ]] && ((!STORE_TRUST_PUBLISHED)) || return 0
@@ -323,20 +322,16 @@ _restore() {
   log "store: $PHASE restored from $STORE_URL/$rel"
 }
 
-# TAR_X: how every archive of the store is unpacked. As root GNU tar keeps the archive's owners and modes
-# (setuid and setgid bits included) unless told not to (GNU tar manual, "Options Controlling the Extraction":
-# --same-owner and --preserve-permissions are the superuser's defaults): a store object never decides who
-# owns a file or which binary runs setuid; files get root and the umask.
+# Every tar -x: as root GNU tar keeps owners and setuid bits unless told not to (docs/store.md).
 TAR_X=(--no-same-owner --no-same-permissions)
 
-# store_untar TARBALL DIR REL: a (gzip) tar from the store into DIR, its members checked first (_check_members:
-# regular files, folders and links inside DIR only, no control characters, at most the size its list records).
+# store_untar TARBALL DIR REL: a store archive into DIR, its members checked first (_check_members).
 store_untar() {
   local tarball=$1 dir=$2 rel=$3 listing="$1.members"  # per archive: 13-stage.sh unpacks parts side by side
   mkdir -p "$CACHE"
   tar -tvzf "$tarball" --numeric-owner --quoting-style=escape | sed "s|^|${rel//|/-} |" >"$listing" ||
     die "store: listing $STORE_URL/$rel failed"
-  # The bound: the bytes the pinned manifest records for it (a 0.3 MB tar.gz of zeros unpacks to 300 MB).
+  # Bound: the bytes the pinned manifest records.
   local bytes sizes=/dev/null
   bytes="$(manifest_bytes "$rel")"
   if [[ -n $bytes ]]; then sizes="$1.sizes" && echo "${rel//|/-} $bytes" >"$sizes"; fi
@@ -413,13 +408,8 @@ _fetch_part() {
 _unpack_part() {
   local part d
   part="$(_part_file "$1")"
-  # The part's folders first, then its files. A part holds files and links only (_publish_parts), so tar would
-  # make their missing parent folders itself; when another part's tar makes the same ones at that moment, GNU
-  # tar (1.34) fails the member with "Cannot open: No such file or directory" (issue 37; a restore of 16 parts
-  # did, under load: tests/scripts/test_store_parts_race.py). mkdir -p takes a folder made meanwhile as made.
-  # _check_part_members has already refused any member below a link, so no folder made here stands for a link.
-  # The folders come from the checked listing (_check_members wrote them, escaped names refused), never from
-  # a second listing: a member named with a newline would read as two lines there, one an absolute folder.
+  # The part's folders first, from the checked listing: parallel tars making the same parents race (issue 37,
+  # tests/scripts/test_store_parts_race.py); mkdir -p takes a folder made meanwhile as made.
   local -a dirs=()
   while IFS=$'\t' read -r p d; do
     [[ $p == "$1" ]] || continue
@@ -434,14 +424,9 @@ _unpack_part() {
   rm -f "$part"
 }
 
-# _check_part_members LIST PART...: the parts unpack at once into one fresh folder, so one part's symlink could
-# carry another part's file out of it: GNU tar follows a symlink that is already on disk when it is a
-# leading folder of a later member (its guard against that, the placeholder it writes for a symlink whose
-# target is absolute or holds "..", covers one archive only: tar's extract.c create_placeholder_file). Refused
-# before anything is unpacked (_check_members): a member below any part's symlink or hard link, a hard link to
-# a path below one, a name or link target that is absolute or holds "..", a name in two parts, a device or
-# fifo member, a name with a control character, and a part whose members add up to more than the bytes LIST
-# (KEY.parts, pinned by the manifest) records for it.
+# _check_part_members LIST PART...: the parts unpack at once into one folder, so one part's symlink could carry
+# another part's file out of it (GNU tar's guard, extract.c create_placeholder_file, covers one archive only).
+# Each part is held to the bytes LIST (KEY.parts, pinned) records for it.
 _check_part_members() {
   local list=$1 x listing="$CACHE/$PHASE-parts.members"
   shift
@@ -455,14 +440,10 @@ _check_part_members() {
   fi
 }
 
-# _check_members LISTING [SIZES [DIRS]]: LISTING is `tar -tv --numeric-owner --quoting-style=escape`
-# output with the archive's name before each line. Returns 1, with why in _MEMBERS_BAD, when a member is not
-# a regular file, folder, symlink or hard link inside the root (GNU tar's type letters: - d l h; c b p are devices and
-# fifos), when a name or link target is absolute, holds "..", or holds a control character (escape quoting
-# writes those, and a backslash, as \-sequences: such a name could make mkdir or tar write outside the root),
-# or when an archive's regular members add up to more bytes than SIZES ("ARCHIVE BYTES" lines) records for it:
-# an uncompressed tar part holds its members' bytes, so more is a sparse member or a lie, and the bound keeps a
-# small part from filling the disk. DIRS gets "ARCHIVE<TAB>FOLDER" for each folder a member needs.
+# _check_members LISTING [SIZES [DIRS]]: LISTING is `tar -tv --numeric-owner --quoting-style=escape` with the
+# archive's name first on each line. Returns 1 (why: _MEMBERS_BAD) on a member other than - d l h (a device,
+# fifo), a name below a link, absolute, with "..", or escaped (a control character), or an archive whose files
+# hold more bytes than SIZES ("ARCHIVE BYTES") records. DIRS gets "ARCHIVE<TAB>FOLDER" per needed folder.
 _check_members() {
   local listing=$1 sizes=${2:-/dev/null} dirs_file=${3:-/dev/null} bad
   bad="$(awk -v dirs="$dirs_file" '
