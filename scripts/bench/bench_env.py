@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -155,6 +156,39 @@ def gib_env(
         f"gIB NCCL plugin found in {gib_dir} and {len(devices)} RDMA device(s): NCCL_NET=gIB and Google's A4 "
         "NCCL settings for the RDMA tests"
     )
+
+
+# -- DeepEP V2's Gin (NVIDIA/nccl 5067397c net_ib/gin.cc:283, gin_host_gdaki.cc:511, plugin/gin.cc:158) --------
+
+GIN_TESTS = ("elastic",)  # ElasticBuffer opens Gin over the NICs even on one node
+TYPES = {2: "GIN_PROXY", 3: "GIN_GDAKI", 4: "GIN_GPI"}
+RE_GIN = re.compile(r"NCCL INFO GIN/Plugin: Assigned plugin (\S+) type (\d+) to comm")
+
+
+def traffic_class(env: dict[str, str], requested: int | None = None) -> tuple[int, str]:
+    """NCCL_GIN_IB_TC, else NCCL_IB_TC (-1: unset), else the caller's class (DeepEP's sl_idx), else 0; and which."""
+    for name in ("NCCL_GIN_IB_TC", "NCCL_IB_TC"):
+        if env.get(name, "-1").strip() != "-1":
+            return int(env[name]), name
+    return (0, "NCCL's default") if requested is None else (requested, "ginTrafficClass (the caller's)")
+
+
+def gin_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """On the RDMA tests' env: Gin's own class = gIB's NCCL_IB_TC (Google's 52); NCCL's INFO lines name the Gin."""
+    out = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"} | env
+    if "NCCL_IB_TC" in out:
+        out.setdefault("NCCL_GIN_IB_TC", out["NCCL_IB_TC"])
+    tc, source = traffic_class(out)
+    return out, f"elastic: NCCL's Gin traffic class {tc} (from {source})"
+
+
+def gin_of(lines: list[str]) -> dict[str, object]:
+    """The Gin transport NCCL assigned most (plugin, type, communicators), or plugin None."""
+    seen = [(m[1], int(m[2])) for line in lines if (m := RE_GIN.search(line))]
+    if not seen:
+        return {"plugin": None, "detail": "no 'GIN/Plugin: Assigned plugin' line"}
+    plugin, type_ = max(set(seen), key=seen.count)
+    return {"plugin": plugin, "type": type_, "typeName": TYPES.get(type_, "?"), "comms": seen.count((plugin, type_))}
 
 
 # -- one test's process ---------------------------------------------------------------------------

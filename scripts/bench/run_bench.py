@@ -47,13 +47,11 @@ from typing import Any, TextIO
 
 try:  # in the package (tests) or flat in the folder the files were shipped to (pods, VMs)
     from scripts.bench import bench_env, nccl_check, preflight
-    from scripts.bench import gin as bench_gin
     from scripts.bench import parse as bench_parse
     from scripts.bench import settings as bench_settings
     from scripts.bench import what_ran as bench_ran
 except ImportError:  # pragma: no cover - on a node the script's own folder is sys.path[0]
     import bench_env  # type: ignore[no-redef]
-    import gin as bench_gin  # type: ignore[no-redef]
     import nccl_check  # type: ignore[no-redef]
     import parse as bench_parse  # type: ignore[no-redef]
     import preflight  # type: ignore[no-redef]
@@ -130,8 +128,8 @@ def run_test(
         run.problems, run.status, run.checks = res.problems, res.status, res.checks
         run.summary = res.summary
         records = res.records
-    if run.test in bench_gin.GIN_TESTS:
-        run.summary = {**run.summary, "gin": bench_gin.gin_of(log_path.read_text(errors="replace").splitlines())}
+    if run.test in bench_env.GIN_TESTS:
+        run.summary = {**run.summary, "gin": bench_env.gin_of(log_path.read_text(errors="replace").splitlines())}
     doc = {**asdict(run), "records": records, "host": socket.gethostname(), "begin": begin, "end": end}
     (results_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     result = {"test": run.test, "repeat": run.repeat, "status": run.status, "problems": run.problems}
@@ -313,12 +311,12 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     for note in notes:
         log(out, "env", note)
 
-    gin_test_env, gin_note = bench_gin.gin_env(rdma_env)
-    if any(t in bench_gin.GIN_TESTS for t in tests):
+    gin_test_env, gin_note = bench_env.gin_env(rdma_env)
+    if any(t in bench_env.GIN_TESTS for t in tests):
         log(out, "env", gin_note)
 
     def env_of(test: str) -> dict[str, str]:
-        if test in bench_gin.GIN_TESTS:
+        if test in bench_env.GIN_TESTS:
             return gin_test_env
         return rdma_env if test in RDMA_TESTS else env
 
@@ -401,8 +399,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         ib_dir, ctx = None, context
         if test in RDMA_TESTS:  # the evidence the parser asks of an RDMA test: the transport and the NICs
             ib_dir, ctx = Path(args.ib_sysfs), context | {"transport": transport_of(test_env)}
-        if test in bench_gin.GIN_TESTS:
-            tc, source = bench_gin.traffic_class(test_env)
+        if test in bench_env.GIN_TESTS:
+            tc, source = bench_env.traffic_class(test_env)
             ctx = ctx | {"gin": {"trafficClass": tc, "from": source}}
         runs.append(
             run_test(run, test_env, str(tests_dir), timeout_s, results_dir, expect, out, ib_dir, ctx, args.hcas)
