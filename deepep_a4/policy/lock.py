@@ -1,0 +1,235 @@
+"""The declared bill of powers: one reviewed lock per stack shape, made by the program's own plan.
+
+`policy/powers/<shape>.lock` (JSON, sorted) lists every resource the shape makes (type and logical name), the
+property paths of each type, each resource's power values (bill.py) and every IAM grant with its permissions
+resolved (predefined roles from policy/roles.json, a pinned copy of Google's role definitions; custom roles
+from the stack's own definition). The pack refuses whatever a stack adds to its shape's lock.
+
+A deliberate change regenerates the locks in the same commit:
+
+    .venv/bin/python -m deepep_a4.policy.lock --write
+
+and `--check` (the test suite runs it: tests/deepep_a4/policy/test_lock.py) fails when one is stale. A shape is
+platform x node profile x provisioning model, plus the rehearsal's and the store project's: adding a shape is
+one line in SHAPES. Each shape's lock is the union of its plans under VARIANTS, the settings that change what
+a stack grants or opens (a store, hostNetwork pods, a public endpoint with authorized networks), so a user's
+allowed choice is never a new power.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from deepep_a4.policy import bill, grants
+from deepep_a4.policy.bill import Bill, Context
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK_DIR = ROOT / "policy" / "powers"
+REGENERATE = ".venv/bin/python -m deepep_a4.policy.lock --write"
+STORE_SHAPE = "store"
+
+# The example stack of each platform and node profile; each provisioning model's settings.
+BASE_STACKS = {
+    ("gke", "supported"): "gke-b200",
+    ("gke", "host-install"): "gke-b200-ubuntu",
+    ("gce", "supported"): "gce-b200",
+    ("gce", "host-install"): "gce-b200-ubuntu",
+}
+MODELS: dict[str, dict[str, Any]] = {
+    "spot": {"provisioning": "spot"},
+    "flex-start": {"provisioning": "flex-start"},
+    "reservation": {"provisioning": "reservation", "reservationName": "deepep-a4-reservation"},
+    "on-demand": {"provisioning": "on-demand"},
+}
+# shape -> (example stack, config overrides). One line adds a shape, e.g. the rehearsal's:
+#   SHAPES["gke-supported-spot-rehearsal"] = ("gke-b200", {"rehearsal": True})
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    f"{platform}-{profile}-{model}": (stack, overrides)
+    for (platform, profile), stack in BASE_STACKS.items()
+    for model, overrides in MODELS.items()
+}
+SHAPES[STORE_SHAPE] = ("demo", {"project": "deepep-a4-demo"})
+# Settings whose allowed values change what a stack grants or opens: each shape's lock holds them all.
+STORE_URL = "gs://deepep-a4-demo-artifacts/deepep-a4"
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "gke": [
+        {},
+        {"artifactStore": STORE_URL},
+        {"artifactStore": STORE_URL, "artifactStorePublish": True},
+        {"podNetworking": "hostNetwork"},
+        {"gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["8.8.8.0/28"]},
+        {"gkeDnsEndpoint": False, "gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["8.8.8.0/28"]},
+    ],
+    "gce": [
+        {},
+        {"artifactStore": STORE_URL},
+        {"artifactStore": STORE_URL, "artifactStorePublish": True},
+        {"sshViaIap": False},
+    ],
+    STORE_SHAPE: [{}, {"prefix": "team/deepep"}],
+}
+
+
+def shape_variants(shape: str) -> list[dict[str, Any]]:
+    return VARIANTS[STORE_SHAPE if shape == STORE_SHAPE else shape.split("-", 1)[0]]
+
+
+# -- making a lock -------------------------------------------------------------------------------------------
+
+
+def plan_bills(shape: str) -> tuple[list[Bill], list[dict[str, Any]]]:
+    """The bills and IAM grants of every resource of every variant's plan of the shape."""
+    from deepep_a4 import plan_engine  # the workstation's plan: never imported by the pack at run time
+
+    stack, overrides = SHAPES[shape]
+    bills: list[Bill] = []
+    found: list[dict[str, Any]] = []
+    for variant in shape_variants(shape):
+        if shape == STORE_SHAPE:
+            import runpy
+
+            cfg = {f"deepep-a4-store:{k}": v for k, v in {**overrides, **variant}.items()}
+            result, _ = plan_engine.run_program(
+                stack, cfg, program=lambda: runpy.run_path(str(ROOT / "store/__main__.py"), run_name="__main__")
+            )
+            ctx = Context(stack, overrides["project"])
+        else:
+            cfg = plan_engine.read_stack_config(stack)
+            cfg.update({f"deepep-a4:{k}": v for k, v in {**overrides, **variant}.items()})
+            result, _ = plan_engine.run_program(stack, cfg)
+            ctx = Context(stack, str(cfg.get("deepep-a4:project") or ""))
+        resources = [(r["type"], r["name"], r["inputs"]) for r in result.resources]
+        bills += [bill.bill_of(t, n, p, ctx) for t, n, p in resources]
+        found += grants.resolved(resources, ctx)
+    return bills, found
+
+
+def make_lock(shape: str) -> dict[str, Any]:
+    bills, found = plan_bills(shape)
+    types: dict[str, set[str]] = {}
+    resources: dict[str, set[str]] = {}
+    for b in bills:
+        types.setdefault(b.key.split(" ", 1)[0], set()).update(b.paths)
+        resources.setdefault(b.key, set()).update(b.powers)
+    stack, overrides = SHAPES[shape]
+    unique = {json.dumps(g, sort_keys=True) for g in found}
+    return {
+        "shape": shape,
+        "madeFrom": {"stack": stack, "overrides": overrides, "variants": shape_variants(shape)},
+        "regenerate": REGENERATE,
+        "roleDefinitions": grants.ROLES_SOURCE,
+        "grants": [json.loads(g) for g in sorted(unique)],
+        "resources": {k: sorted(v) for k, v in sorted(resources.items())},
+        "types": {k: sorted(v) for k, v in sorted(types.items())},
+    }
+
+
+def lock_text(lock: Mapping[str, Any]) -> str:
+    return json.dumps(lock, indent=1, sort_keys=True) + "\n"
+
+
+def lock_path(shape: str) -> Path:
+    return LOCK_DIR / f"{shape}.lock"
+
+
+# -- reading the locks (the pack) -------------------------------------------------------------------------
+
+
+@functools.cache
+def locks() -> dict[str, dict[str, Any]]:
+    return {p.name.removesuffix(".lock"): json.loads(p.read_text()) for p in sorted(LOCK_DIR.glob("*.lock"))}
+
+
+def env_context() -> tuple[Context, str | None]:
+    """The stack, project and shape the Pulumi CLI hands a policy pack: PULUMI_STACK and the stack's config as
+    PULUMI_CONFIG (pulumi/pulumi pkg/resource/plugin/analyzer_plugin.go constructEnv)."""
+    try:
+        config = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
+    except ValueError:
+        config = {}
+    stack = os.environ.get("PULUMI_STACK") or None
+    if os.environ.get("PULUMI_PROJECT") == "deepep-a4-store" or any(k.startswith("deepep-a4-store:") for k in config):
+        return Context(stack, config.get("deepep-a4-store:project")), STORE_SHAPE
+    if not config:
+        return Context(stack, None), None
+    return Context(stack, config.get("deepep-a4:project"), config.get("deepep-a4:namePrefix")), shape_of(config)
+
+
+def shape_of(config: Mapping[str, Any]) -> str:
+    """The shape a stack's config (namespaced keys, values as the CLI stores them: strings) selects."""
+    from components.config import keys
+
+    def get(key: str) -> str:
+        value = config.get(f"deepep-a4:{key}")
+        return str(keys.KEYS_BY_NAME[key].default if value is None else value)
+
+    name = f"{get('platform')}-{get('nodeProfile')}-{get('provisioning')}"
+    rehearsal = str(config.get("deepep-a4:rehearsal", "false")).lower() in ("true", "1", "yes")
+    return name + ("-rehearsal" if rehearsal else "")
+
+
+def _allowed(power: str, declared: Iterable[str], exact: bool) -> bool:
+    if exact:
+        return power in declared
+    return any(bill.pattern(d).fullmatch(power) for d in declared)
+
+
+def check(type_: str, name: str | None, props: Mapping[str, Any], ctx: Context, shape: str | None) -> list[str]:
+    """What the resource adds to its shape's lock (to every lock's union when the shape is not known; by type
+    alone when its name is not known): one line each."""
+    pool = locks()
+    if shape is not None and shape not in pool:
+        return [f"stack shape {shape} has no lock (policy/powers/{shape}.lock): declare it in deepep_a4/policy/lock.py"]
+    chosen = [pool[shape]] if shape else list(pool.values())
+    where = f"policy/powers/{shape}.lock" if shape else "any policy/powers/*.lock"
+    mine = bill.bill_of(type_, name or "", props, ctx)
+    paths = set().union(*(lk["types"].get(type_, ()) for lk in chosen))
+    if not paths and not any(k.split(" ", 1)[0] == type_ for lk in chosen for k in lk["resources"]):
+        return [f"adds a {type_} ({name or '?'}): a resource type not in {where}"]
+    if name is not None:
+        entries = [lk["resources"][mine.key] for lk in chosen if mine.key in lk["resources"]]
+        if not entries:
+            return [f"adds {mine.key}: a resource not in {where}"]
+    else:
+        entries = [v for lk in chosen for k, v in lk["resources"].items() if k.split(" ", 1)[0] == type_]
+    declared = set().union(*entries)
+    exact = ctx.stack is not None and ctx.project is not None
+    label = f"{type_} {name or ''}".strip()
+    problems = [f"{label} adds property {p}: not in {where}" for p in sorted(mine.paths - paths)]
+    problems += [
+        f"{label} adds power {p}: not in {where}" for p in sorted(mine.powers) if not _allowed(p, declared, exact)
+    ]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deepep_a4.policy.lock", description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="regenerate every lock")
+    parser.add_argument("--shape", action="append", help="only this shape (repeatable)")
+    args = parser.parse_args(argv)
+    stale = []
+    for shape in args.shape or list(SHAPES):
+        text = lock_text(make_lock(shape))
+        path = lock_path(shape)
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+        else:
+            stale.append(shape)
+    for shape in stale:
+        print(f"policy/powers/{shape}.lock is stale: {REGENERATE}", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
