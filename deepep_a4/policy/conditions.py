@@ -36,7 +36,7 @@ WRITE_ROLES = frozenset(
 SEGMENT = r"[A-Za-z0-9._-]+"
 PREFIX = re.compile(rf"{SEGMENT}(?:/{SEGMENT})*")
 CALL = re.compile(r'\s*resource\.name\.startsWith\(\s*"((?:[^"\\]|\\.)*)"\s*\)\s*')
-OBJECT = re.compile(rf"projects/_/buckets/([a-z0-9][a-z0-9._-]*[a-z0-9])/objects/(.*)/")
+OBJECT = re.compile(r"projects/_/buckets/([a-z0-9][a-z0-9._-]*[a-z0-9])/objects/(.*)/")
 ESCAPES = {"\\\\": "\\", '\\"': '"', "\\'": "'", "\\n": "\n", "\\r": "\r", "\\t": "\t", "\\/": "/"}
 # components/gce/results.py bucket_name: <namePrefix>-results-<project or its digest>.
 RESULTS_BUCKET = re.compile(r"[a-z0-9-]+-results-[a-z0-9-]+")

@@ -96,9 +96,11 @@ def plan_bills(shape: str) -> tuple[list[Bill], list[dict[str, Any]]]:
             import runpy
 
             cfg = {f"deepep-a4-store:{k}": v for k, v in {**overrides, **variant}.items()}
-            result, _ = plan_engine.run_program(
-                stack, cfg, program=lambda: runpy.run_path(str(ROOT / "store/__main__.py"), run_name="__main__")
-            )
+
+            def store_program() -> None:
+                runpy.run_path(str(ROOT / "store/__main__.py"), run_name="__main__")
+
+            result, _ = plan_engine.run_program(stack, cfg, program=store_program)
             ctx = Context(stack, overrides["project"])
         else:
             cfg = plan_engine.read_stack_config(stack)
@@ -210,7 +212,9 @@ def check(type_: str, name: str | None, props: Mapping[str, Any], ctx: Context, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepep_a4.policy.lock", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m deepep_a4.policy.lock", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--write", action="store_true", help="regenerate every lock")
     parser.add_argument("--shape", action="append", help="only this shape (repeatable)")
     args = parser.parse_args(argv)
