@@ -21,7 +21,7 @@ import functools
 import ipaddress
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +159,9 @@ def pattern(tmpl: str) -> re.Pattern[str]:
 
 def _plain(value: Any) -> Any:
     """JSON-able: numbers that are whole as ints, proxies as dicts and lists, secrets unwrapped."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:
+        return value
     if isinstance(value, Mapping):
         if value.get(SECRET_KEY) == SECRET_SIG:
             return _plain(value.get("value"))
@@ -181,25 +184,24 @@ def _power_key(path: tuple[str, ...]) -> bool:
     return len(path) >= 2 and path[-2] == "annotations" and path[-1].startswith(ANNOTATION_POWER)
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """(path, leaf) of every leaf; lists as `[]`; free maps end the path (their leaves not walked)."""
-    if isinstance(value, Mapping) and value.get(SECRET_KEY) == SECRET_SIG:
-        value = value.get("value")
-    if isinstance(value, Mapping):
+def _walk(value: Any, path: tuple[str, ...], out: list[tuple[tuple[str, ...], Any]]) -> None:
+    """(path, leaf) of every leaf of plain data (_plain's) into `out`; lists as `[]`; free maps end the path."""
+    kind = type(value)
+    if kind is dict:
         if path and path[-1] in FREE_MAPS:
-            yield path, None
+            out.append((path, None))
             return
         if not value:
-            yield path, {}
+            out.append((path, {}))
         for key, inner in value.items():
-            yield from _walk(inner, (*path, str(key)))
-    elif is_list(value):
+            _walk(inner, (*path, key), out)
+    elif kind is list:
         if not value:
-            yield path, []
+            out.append((path, []))
         for inner in value:
-            yield from _walk(inner, (*path, "[]"))
+            _walk(inner, (*path, "[]"), out)
     else:
-        yield path, value
+        out.append((path, value))
 
 
 def _read(props: Any) -> Any:
@@ -232,7 +234,9 @@ class Bill:
 def bill_of(type_: str, name: str, props: Mapping[str, Any], ctx: Context) -> Bill:
     paths: set[str] = set()
     powers: set[str] = set()
-    for path, leaf in _walk(_read(props), ()):
+    leaves: list[tuple[tuple[str, ...], Any]] = []
+    _walk(_read(props), (), leaves)
+    for path, leaf in leaves:
         if not path:
             continue
         dotted = ".".join(path)

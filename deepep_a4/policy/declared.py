@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from deepep_a4.policy import identities, lock
-from deepep_a4.policy.bill import Context
+from deepep_a4.policy.bill import Context, bill_of
 from deepep_a4.policy.trust import Props
 
 GCP_PROVIDER = "pulumi:providers:gcp"
@@ -56,9 +56,10 @@ def declared_powers(resources: Iterable[Any]) -> list[str]:
     ctx, shape = lock.env_context()
     ctx = _inferred(resources, ctx)
     shapes = [shape] if shape else list(lock.locks())
+    bills = [(r, bill_of(r.type, r.name, r.props, ctx)) for r in resources]
     best: list[str] | None = None
     for s in shapes:
-        found = [m for r in resources for m in lock.check(r.type, r.name, r.props, ctx, s)]
+        found = [m for r, b in bills for m in lock.check_bill(b, r.type, r.name, ctx, s)]
         if best is None or len(found) < len(best):
             best = found
         if not found:

@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,7 @@ def lock_path(shape: str) -> Path:
 
 @functools.cache
 def locks() -> dict[str, dict[str, Any]]:
+    """Every committed lock by shape (read once per process: a policy pack lives for one update)."""
     return {p.name.removesuffix(".lock"): json.loads(p.read_text()) for p in sorted(LOCK_DIR.glob("*.lock"))}
 
 
@@ -186,27 +188,58 @@ def _allowed(power: str, declared: Iterable[str], exact: bool) -> bool:
 def check(type_: str, name: str | None, props: Mapping[str, Any], ctx: Context, shape: str | None) -> list[str]:
     """What the resource adds to its shape's lock (to every lock's union when the shape is not known; by type
     alone when its name is not known): one line each."""
-    pool = locks()
-    if shape is not None and shape not in pool:
-        return [f"stack shape {shape} has no lock (policy/powers/{shape}.lock): declare it in deepep_a4/policy/lock.py"]
-    chosen = [pool[shape]] if shape else list(pool.values())
-    where = f"policy/powers/{shape}.lock" if shape else "any policy/powers/*.lock"
     mine = bill.bill_of(type_, name or "", props, ctx)
-    paths = set().union(*(lk["types"].get(type_, ()) for lk in chosen))
-    if not paths and not any(k.split(" ", 1)[0] == type_ for lk in chosen for k in lk["resources"]):
+    return check_bill(mine, type_, name, ctx, shape)
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A lock (or every lock's union) as sets: paths by type, powers by resource and by type."""
+
+    paths: dict[str, frozenset[str]]
+    powers: dict[str, frozenset[str]]
+    by_type: dict[str, frozenset[str]]
+
+
+@functools.cache
+def _index(shape: str | None) -> _Index:
+    pool = locks()
+    chosen = [pool[shape]] if shape else list(pool.values())
+    paths: dict[str, set[str]] = {}
+    powers: dict[str, set[str]] = {}
+    by_type: dict[str, set[str]] = {}
+    for lk in chosen:
+        for type_, found in lk["types"].items():
+            paths.setdefault(type_, set()).update(found)
+        for key, found in lk["resources"].items():
+            powers.setdefault(key, set()).update(found)
+            by_type.setdefault(key.split(" ", 1)[0], set()).update(found)
+    freeze = lambda d: {k: frozenset(v) for k, v in d.items()}  # noqa: E731
+    return _Index(freeze(paths), freeze(powers), freeze(by_type))
+
+
+def check_bill(mine: Bill, type_: str, name: str | None, ctx: Context, shape: str | None) -> list[str]:
+    """check() on a bill already made."""
+    if shape is not None and shape not in locks():
+        return [f"stack shape {shape} has no lock (policy/powers/{shape}.lock): declare it in deepep_a4/policy/lock.py"]
+    index = _index(shape)
+    where = f"policy/powers/{shape}.lock" if shape else "any policy/powers/*.lock"
+    if type_ not in index.by_type:
         return [f"adds a {type_} ({name or '?'}): a resource type not in {where}"]
     if name is not None:
-        entries = [lk["resources"][mine.key] for lk in chosen if mine.key in lk["resources"]]
-        if not entries:
+        if mine.key not in index.powers:
             return [f"adds {mine.key}: a resource not in {where}"]
+        declared = index.powers[mine.key]
     else:
-        entries = [v for lk in chosen for k, v in lk["resources"].items() if k.split(" ", 1)[0] == type_]
-    declared = set().union(*entries)
+        declared = index.by_type[type_]
+    paths = index.paths.get(type_, frozenset())
     exact = ctx.stack is not None and ctx.project is not None
     label = f"{type_} {name or ''}".strip()
     problems = [f"{label} adds property {p}: not in {where}" for p in sorted(mine.paths - paths)]
     problems += [
-        f"{label} adds power {p}: not in {where}" for p in sorted(mine.powers) if not _allowed(p, declared, exact)
+        f"{label} adds power {p}: not in {where}"
+        for p in sorted(mine.powers - declared)
+        if not _allowed(p, declared, exact)
     ]
     return problems
 
