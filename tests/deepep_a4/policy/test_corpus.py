@@ -1,3 +1,4 @@
+# ruff: noqa: E501 (the corpus is a table: one edit a line)
 """Crafted stack edits, as an attacker would make them, on the plans of the example stacks: every one is refused by
 the pack; and benign neighbours (a label, a node count, an allowed setting) that none refuses.
 
