@@ -78,6 +78,7 @@ ANNOTATION_POWER = ("iam.gke.io/", "kubernetes.io/service-account", "kubernetes.
 # pulumi/runtime/rpc.py _special_secret_sig), the engine unwrapped.
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105 (a marker, not a secret)
 SECRET_KEY = "4dabf18193072939515e22adb298388d"  # noqa: S105 (pulumi.runtime.rpc._special_sig_key)
+ACCOUNT = re.compile(r"(?<![a-z0-9-])([a-z][a-z0-9-]{4,28})-(nodes|system|deadline|vms)(?=@)")
 REGION = r"(?:asia|europe|us|northamerica|southamerica|australia|me|africa)-[a-z]+[0-9]"
 HASH = re.compile(r"(?<=[-_])[0-9a-f]{8}(?=$|[^0-9a-z])")
 INDEX = re.compile(r"-\d+(?=-|$)")
@@ -113,6 +114,10 @@ def template(text: str, ctx: Context) -> str:
     """A value with its stack, project, store bucket and prefix written as placeholders."""
     out = text
     if ctx.prefix:
+        # Account ids cut the prefix to fit 30 characters (components/gke/nodepool.py service_account_id,
+        # deadline.py account_id, components/gce/fleet.py service_account_id).
+        prefix = ctx.prefix
+        out = ACCOUNT.sub(lambda m: "{stack}-" + m.group(2) if prefix.startswith(m.group(1)) else m.group(0), out)
         out = out.replace(ctx.prefix, "{stack}").replace(ctx.prefix.replace("-", "_"), "{stack_}")
     if ctx.project:
         out = re.sub(rf"(?<![a-z0-9-]){re.escape(ctx.project)}(?![a-z0-9-])", "{project}", out)
