@@ -27,7 +27,7 @@ SHARED_ACCOUNTS = (
     (re.compile(r"service-[0-9]+@gcp-sa-[a-z0-9-]+\.iam\.gserviceaccount\.com"), "a Google service agent"),
     (re.compile(r"[0-9]+@cloudservices\.gserviceaccount\.com"), "the Google APIs service agent"),
     (re.compile(r"[0-9]+@cloudbuild\.gserviceaccount\.com"), "Cloud Build's legacy account"),
-    (re.compile(r"[a-z0-9-]+@[a-z0-9-]+\.svc\.id\.goog\[[^/\]]+/default\]"), "a namespace's default KSA"),
+    (re.compile(r"[a-z0-9.:-]+\.svc\.id\.goog\[[^/\]]+/default\]"), "a namespace's default KSA"),
     (re.compile(r"/subject/ns/[^/]+/sa/default$"), "a namespace's default KSA"),
     (re.compile(r"/subject/ns/\*|/attribute\.|principalSet://"), "a set of principals"),
 )
