@@ -95,7 +95,9 @@ def test_our_accounts_run_only_in_their_place() -> None:
     assert identities.runs_as_ours_elsewhere("gcp:cloudscheduler/job:Job", job) == []
     assert identities.runs_as_ours_elsewhere("gcp:cloudbuild/trigger:Trigger", {"serviceAccount": sa})
     assert identities.runs_as_ours_elsewhere("gcp:compute/instance:Instance", {"serviceAccount": {"email": sa}})
-    assert identities.runs_as_ours_elsewhere("gcp:projects/iAMMember:IAMMember", {"member": f"serviceAccount:{sa}"}) == []
+    assert (
+        identities.runs_as_ours_elsewhere("gcp:projects/iAMMember:IAMMember", {"member": f"serviceAccount:{sa}"}) == []
+    )
 
 
 def test_custom_roles_must_be_the_stack_s_own() -> None:
@@ -103,7 +105,10 @@ def test_custom_roles_must_be_the_stack_s_own() -> None:
     role = ("gcp:projects/iAMCustomRole:IAMCustomRole", "r", {"roleId": "deepep_s_deadline_1a2b3c4d"})
     assert identities.custom_roles_defined([grant, role]) == []
     assert identities.custom_roles_defined([grant])
-    foreign = {"role": "projects/p1-demo/roles/securityReviewer", "member": "serviceAccount:a@p1-demo.iam.gserviceaccount.com"}
+    foreign = {
+        "role": "projects/p1-demo/roles/securityReviewer",
+        "member": "serviceAccount:a@p1-demo.iam.gserviceaccount.com",
+    }
     assert identities.shared_identities("gcp:projects/iAMMember:IAMMember", foreign)
 
 
@@ -128,8 +133,14 @@ GOOD = 'resource.name.startsWith("projects/_/buckets/b-artifacts/objects/deepep-
     ],
 )
 def test_an_open_condition_is_refused(expression: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"deepep-a4-store:project": "p", "deepep-a4-store:prefix": "deepep-a4"}))
-    grant = {"bucket": "b-artifacts", "role": "roles/storage.objectCreator", "member": "serviceAccount:x@p.iam.gserviceaccount.com"}
+    monkeypatch.setenv(
+        "PULUMI_CONFIG", json.dumps({"deepep-a4-store:project": "p", "deepep-a4-store:prefix": "deepep-a4"})
+    )
+    grant: dict[str, Any] = {
+        "bucket": "b-artifacts",
+        "role": "roles/storage.objectCreator",
+        "member": "serviceAccount:x@p.iam.gserviceaccount.com",
+    }
     grant["condition"] = {"title": "t", "expression": expression}
     assert conditions.storage_conditions("gcp:storage/bucketIAMMember:BucketIAMMember", grant)
     grant["condition"]["expression"] = GOOD

@@ -58,14 +58,18 @@ def test_an_addition_is_refused_in_one_line_naming_it() -> None:
     assert any("gcp:storage/hmacKey:HmacKey" in m and "sneaky" in m for m in msgs), msgs
     props = find(found, "gce-vm-0", "instance:Instance")
     props["metadata"]["startup-script-url"] = "gs://evil/x.sh"
-    [added] = [m for m in declared.declared_resource("gcp:compute/instance:Instance", "gce-vm-0", props) if "property" in m]
+    [added] = [
+        m for m in declared.declared_resource("gcp:compute/instance:Instance", "gce-vm-0", props) if "property" in m
+    ]
     assert "metadata.startup-script-url" in added and "gce-b200" not in added
 
 
 def _env(monkeypatch: pytest.MonkeyPatch, stack: str, cfg: dict[str, Any]) -> None:
     monkeypatch.setenv("PULUMI_STACK", stack)
     monkeypatch.setenv("PULUMI_PROJECT", "deepep-a4")
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({k: str(v) if not isinstance(v, str) else v for k, v in cfg.items()}))
+    monkeypatch.setenv(
+        "PULUMI_CONFIG", json.dumps({k: str(v) if not isinstance(v, str) else v for k, v in cfg.items()})
+    )
 
 
 def test_a_renamed_stack_matches_its_shape_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +108,11 @@ def test_a_preview_s_unknown_values_do_not_break_the_bill() -> None:
 
 
 def test_a_predefined_role_outside_the_pinned_definitions_is_refused() -> None:
-    props = {"bucket": "b", "role": "roles/storage.hmacKeyAdmin", "member": "serviceAccount:a@p.iam.gserviceaccount.com"}
+    props = {
+        "bucket": "b",
+        "role": "roles/storage.hmacKeyAdmin",
+        "member": "serviceAccount:a@p.iam.gserviceaccount.com",
+    }
     [msg] = grants.roles_resolved("gcp:storage/bucketIAMMember:BucketIAMMember", props)
     assert "policy/roles.json" in msg
     pinned = json.loads(grants.ROLES_FILE.read_text())
