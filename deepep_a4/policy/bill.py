@@ -149,8 +149,8 @@ def _cidr(match: re.Match[str]) -> str:
 # Placeholders a value is compared through when its stack and project are not known; the others template()
 # writes into both sides, so they compare as text.
 _PLACEHOLDER = {
-    "{stack}": "deepep-[a-z0-9-]*[a-z0-9]",
-    "{stack_}": "deepep_[a-z0-9_]*[a-z0-9]",
+    "{stack}": "[a-z][a-z0-9-]*[a-z0-9]",
+    "{stack_}": "[a-z][a-z0-9_]*[a-z0-9]",
     "{project}": "[a-z][a-z0-9-]{4,28}[a-z0-9]",
 }
 _SPLIT = re.compile("(" + "|".join(re.escape(p) for p in _PLACEHOLDER) + ")")

@@ -22,6 +22,7 @@ from deepep_a4.policy.bill import Context, bill_of
 from deepep_a4.policy.trust import Props
 
 GCP_PROVIDER = "pulumi:providers:gcp"
+NETWORK = "gcp:compute/network:Network"
 
 
 def declared_resource(type_: str, name: str, props: Props) -> list[str]:
@@ -47,7 +48,13 @@ def _inferred(resources: list[Any], ctx: Context) -> Context:
                 labels = {}
         stack = ctx.stack or (labels or {}).get("deepep-a4-stack")
         project = ctx.project or r.props.get("project")
-        return replace(ctx, stack=stack, project=project if isinstance(project, str) else None)
+        ctx = replace(ctx, stack=stack, project=project if isinstance(project, str) else None)
+        break
+    # The name prefix (namePrefix, or deepep-<stack>): the host VPC is <prefix>-host (components/network).
+    for r in resources:
+        name = r.props.get("name")
+        if not ctx.name_prefix and r.type == NETWORK and r.name == "a4-host" and isinstance(name, str):
+            ctx = replace(ctx, name_prefix=name.removesuffix("-host"))
     return ctx
 
 

@@ -79,8 +79,10 @@ def shared_identities(type_: str, props: Props) -> list[str]:
                 problems.append(f"{'.'.join(path) or type_} names {text}: {what}, shared with others; use our own")
                 break
     for role, member, _ in iam_grants(type_, props):
-        if is_custom(role) and not re.fullmatch(r"projects/[a-z0-9-]+/roles/deepep_[A-Za-z0-9_.]+", role):
-            problems.append(f"grants custom role {role} to {member}: not a role this stack defines")
+        # A project's custom role is the stack's only if the stack defines it (custom_roles_defined, a stack
+        # rule, and the lock's template); an organization's never is.
+        if is_custom(role) and role.startswith("organizations/"):
+            problems.append(f"grants custom role {role} to {member}: an organization's role, not this stack's")
     return problems
 
 

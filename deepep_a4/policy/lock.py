@@ -59,20 +59,24 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
 SHAPES[STORE_SHAPE] = ("demo", {"project": "deepep-a4-demo"})
 # Settings whose allowed values change what a stack grants or opens: each shape's lock holds them all.
 STORE_URL = "gs://deepep-a4-demo-artifacts/deepep-a4"
+# Several settings share a plan where they go together (fewer plans: the test makes every lock afresh).
 VARIANTS: dict[str, list[dict[str, Any]]] = {
     "gke": [
         {},
-        {"artifactStore": STORE_URL},
-        {"artifactStore": STORE_URL, "artifactStorePublish": True},
-        {"podNetworking": "hostNetwork"},
-        {"gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["8.8.8.0/28"]},
-        {"gkeDnsEndpoint": False, "gkePublicEndpoint": True, "gkeAuthorizedNetworks": ["8.8.8.0/28"]},
+        {
+            "artifactStore": STORE_URL,
+            "artifactStorePublish": True,
+            "podNetworking": "hostNetwork",
+            "gkePublicEndpoint": True,
+            "gkeAuthorizedNetworks": ["8.8.8.0/28"],
+            "gkeDnsEndpoint": False,
+        },
+        {"artifactStore": STORE_URL, "podNetworking": "multiNetwork"},
     ],
     "gce": [
         {},
-        {"artifactStore": STORE_URL},
-        {"artifactStore": STORE_URL, "artifactStorePublish": True},
-        {"sshViaIap": False},
+        {"artifactStore": STORE_URL, "artifactStorePublish": True, "sshViaIap": False},
+        {"terminationAction": "STOP"},
     ],
     STORE_SHAPE: [{}, {"prefix": "team/deepep"}],
 }
@@ -87,6 +91,8 @@ def shape_variants(shape: str) -> list[dict[str, Any]]:
 
 def plan_bills(shape: str) -> tuple[list[Bill], list[dict[str, Any]]]:
     """The bills and IAM grants of every resource of every variant's plan of the shape."""
+    import pulumi
+
     from deepep_a4 import plan_engine  # the workstation's plan: never imported by the pack at run time
 
     stack, overrides = SHAPES[shape]
@@ -106,7 +112,14 @@ def plan_bills(shape: str) -> tuple[list[Bill], list[dict[str, Any]]]:
         else:
             cfg = plan_engine.read_stack_config(stack)
             cfg.update({f"deepep-a4:{k}": v for k, v in {**overrides, **variant}.items()})
-            result, _ = plan_engine.run_program(stack, cfg)
+            try:
+                result, _ = plan_engine.run_program(stack, cfg)
+            except pulumi.RunError as err:
+                # A setting the shape's config refuses (flex-start ends with DELETE, not STOP) cannot be
+                # deployed, so it declares nothing; the shape's own plan must always run.
+                if not variant or "invalid stack config" not in str(err):
+                    raise
+                continue
             ctx = Context(stack, str(cfg.get("deepep-a4:project") or ""))
         resources = [(r["type"], r["name"], r["inputs"]) for r in result.resources]
         bills += [bill.bill_of(t, n, p, ctx) for t, n, p in resources]

@@ -155,6 +155,7 @@ BENIGN: list[tuple[str, dict[str, Any], str, Callable[[Resources], None] | None]
     ("gke-b200", {"provisioning": "flex-start"}, "flex-start", None),
     ("gce-b200", {"provisioning": "reservation", "reservationName": "my-res"}, "a reservation", None),
     ("gke-b200", {"benchmarks": ["intranode"]}, "one benchmark", None),
+    ("gke-b200", {"namePrefix": "team-x"}, "a name prefix of our own", None),
     ("gke-b200", {}, "a label on the installer", change("deepep-installer", "DaemonSet", lambda p: p["metadata"]["labels"].update(team="infra"))),
     ("gce-b200", {}, "a label on a VM", change("gce-vm-0", "instance:Instance", lambda p: p.setdefault("labels", {}).update(owner="me"))),
     ("gke-b200", {}, "node count edited", change("gke-a4", "nodePool:NodePool", lambda p: p.update(nodeCount=8))),

@@ -106,7 +106,7 @@ def test_custom_roles_must_be_the_stack_s_own() -> None:
     assert identities.custom_roles_defined([grant, role]) == []
     assert identities.custom_roles_defined([grant])
     foreign = {
-        "role": "projects/p1-demo/roles/securityReviewer",
+        "role": "organizations/1234/roles/securityReviewer",
         "member": "serviceAccount:a@p1-demo.iam.gserviceaccount.com",
     }
     assert identities.shared_identities("gcp:projects/iAMMember:IAMMember", foreign)
