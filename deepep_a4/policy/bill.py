@@ -31,6 +31,10 @@ from deepep_a4.policy.trust import is_list
 # Maps whose keys a user or the program fills freely: no key below them is a path of the bill (their values
 # are judged by the rules that read them: rbac.py reads aggregation labels).
 FREE_MAPS = frozenset({"labels", "resourceLabels", "defaultLabels", "userLabels", "data", "binaryData"})
+# What pulumi-kubernetes' Check adds to an object's inputs (provider/pkg/provider/provider.go: an auto-name in
+# metadata.name and the `pulumi.com/autonamed` annotation; client-side apply's last-applied annotation).
+PROVIDER_ANNOTATIONS = ("pulumi.com/", "kubectl.kubernetes.io/last-applied-configuration")
+PROVIDER_PATHS = frozenset({"metadata.name"})
 # Keys under which every leaf is a power value (wherever the key sits).
 POWER_KEYS = frozenset(
     {
@@ -196,9 +200,16 @@ def _walk(value: Any, path: tuple[str, ...], out: list[tuple[tuple[str, ...], An
         if path and path[-1] in FREE_MAPS:
             out.append((path, None))
             return
+        # The Terraform bridge's Check fills schema defaults into the inputs the engine hands a policy pack
+        # and lists them in `__defaults` (pulumi/pulumi-terraform-bridge pkg/tfbridge/schema.go; issue #3434
+        # "how Pulumi tracks defaults"): the provider's, not the program's choices.
+        defaulted = value.get("__defaults")
+        skip = {"__defaults", *(defaulted if type(defaulted) is list else ())}
         if not value:
             out.append((path, {}))
         for key, inner in value.items():
+            if key in skip or (path and path[-1] == "annotations" and key.startswith(PROVIDER_ANNOTATIONS)):
+                continue
             _walk(inner, (*path, key), out)
     elif kind is list:
         if not value:
@@ -245,6 +256,8 @@ def bill_of(type_: str, name: str, props: Mapping[str, Any], ctx: Context) -> Bi
         if not path:
             continue
         dotted = ".".join(path)
+        if dotted in PROVIDER_PATHS and type_.startswith("kubernetes:"):
+            continue
         paths.add(dotted)
         if _power_key(path) and leaf is not None:
             text = leaf if isinstance(leaf, str) else json.dumps(leaf, sort_keys=True)

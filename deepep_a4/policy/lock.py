@@ -231,6 +231,18 @@ def _index(shape: str | None) -> _Index:
     return _Index(freeze(paths), freeze(powers), freeze(by_type))
 
 
+def check_key(key: str, type_: str, shape: str | None) -> list[str]:
+    """Only whether the resource (`<type> <logical name>`) is in the shape's lock: the stack rule's check."""
+    if shape is not None and shape not in locks():
+        return [f"stack shape {shape} has no lock (policy/powers/{shape}.lock): declare it in deepep_a4/policy/lock.py"]
+    where = f"policy/powers/{shape}.lock" if shape else "any policy/powers/*.lock"
+    if key in _index(shape).powers:
+        return []
+    if type_ not in _index(shape).by_type:
+        return [f"adds a {key}: a resource type not in {where}"]
+    return [f"adds {key}: a resource not in {where}"]
+
+
 def check_bill(mine: Bill, type_: str, name: str | None, ctx: Context, shape: str | None) -> list[str]:
     """check() on a bill already made."""
     if shape is not None and shape not in locks():

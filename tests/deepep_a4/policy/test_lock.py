@@ -137,3 +137,17 @@ def test_the_store_project_runs_under_the_pack(monkeypatch: pytest.MonkeyPatch) 
     assert any("storage-conditions" in m for m in refusals(found))
     creator.pop("condition")
     assert any("with no condition" in m for m in refusals(found))
+
+
+def test_what_the_providers_check_adds_is_not_the_program_s() -> None:
+    """The bridge's Check fills Terraform defaults and lists them in `__defaults`; pulumi-kubernetes auto-names."""
+    found = resources("gce-b200")
+    fw = find(found, "a4-iap-ssh", "firewall:Firewall")
+    fw.update(priority=1000, enableLogging=False, __defaults=["priority", "enableLogging"])
+    assert refusals(found) == []
+    fw["__defaults"] = ["priority"]  # a key the program did not set and the provider did not default
+    assert any("enableLogging" in m for m in refusals(found))
+    gke = resources("gke-b200")
+    role = find(gke, "deepep-installer-label-nodes", ":ClusterRole")
+    role["metadata"].update(name="deepep-installer-label-nodes-1a2b3c4d", annotations={"pulumi.com/autonamed": "true"})
+    assert refusals(gke) == []
