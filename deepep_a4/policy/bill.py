@@ -35,6 +35,9 @@ FREE_MAPS = frozenset({"labels", "resourceLabels", "defaultLabels", "userLabels"
 # metadata.name and the `pulumi.com/autonamed` annotation; client-side apply's last-applied annotation).
 PROVIDER_ANNOTATIONS = ("pulumi.com/", "kubectl.kubernetes.io/last-applied-configuration")
 PROVIDER_PATHS = frozenset({"metadata.name"})
+# What the engine adds to a provider resource's inputs: its plugin's version and download URL (pulumi/pulumi
+# sdk/go/common/resource/plugin providers: SetProviderVersion, SetProviderURL), and the `__internal` bag.
+ENGINE_PROVIDER_KEYS = frozenset({"version", "pluginDownloadURL", "__internal"})
 # Keys under which every leaf is a power value (wherever the key sits).
 POWER_KEYS = frozenset(
     {
@@ -257,6 +260,8 @@ def bill_of(type_: str, name: str, props: Mapping[str, Any], ctx: Context) -> Bi
             continue
         dotted = ".".join(path)
         if dotted in PROVIDER_PATHS and type_.startswith("kubernetes:"):
+            continue
+        if path[0] in ENGINE_PROVIDER_KEYS and type_.startswith("pulumi:providers:"):
             continue
         paths.add(dotted)
         if _power_key(path) and leaf is not None:

@@ -150,4 +150,7 @@ def test_what_the_providers_check_adds_is_not_the_program_s() -> None:
     gke = resources("gke-b200")
     role = find(gke, "deepep-installer-label-nodes", ":ClusterRole")
     role["metadata"].update(name="deepep-installer-label-nodes-1a2b3c4d", annotations={"pulumi.com/autonamed": "true"})
+    find(gke, "gcp", "providers:gcp").update(version="9.0.0")  # the engine sets a provider's plugin version
     assert refusals(gke) == []
+    find(gke, "gcp", "providers:gcp").update(impersonateServiceAccount="x@p.iam.gserviceaccount.com")
+    assert refusals(gke)
