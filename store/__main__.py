@@ -1,4 +1,5 @@
-"""The artifact store's bucket and the remote builder's identity (docs/store.md): `cd store && pulumi up -s demo`."""
+"""The artifact store's bucket and the remote builder's identity (docs/store.md), under the policy pack:
+`cd store && pulumi up --policy-pack ../policy -s demo`."""
 
 import pulumi
 import pulumi_gcp as gcp

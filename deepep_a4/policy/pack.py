@@ -30,6 +30,14 @@ def _resource_validator(rule: Callable[[str, rules.Props], list[str]]):
     return validate
 
 
+def _named_validator(rule: Callable[[str, str, rules.Props], list[str]]):
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        for message in rule(args.resource_type, args.name, args.props):
+            report_violation(message, None)
+
+    return validate
+
+
 def _stack_validator(rule: Callable[[Iterable[rules.Resource]], list[str]]):
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         resources = [rules.Resource(r.resource_type, r.name, r.props) for r in args.resources]
@@ -52,6 +60,10 @@ def policies() -> list[Policy]:
     out: list[Policy] = [
         ResourceValidationPolicy(validate=_resource_validator(rule), **_common(name, description))
         for name, (description, rule) in rules.RESOURCE_RULES.items()
+    ]
+    out += [
+        ResourceValidationPolicy(validate=_named_validator(rule), **_common(name, description))
+        for name, (description, rule) in rules.NAMED_RESOURCE_RULES.items()
     ]
     out += [
         StackValidationPolicy(validate=_stack_validator(rule), **_common(name, description))

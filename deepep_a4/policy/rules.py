@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import provisioning
-from deepep_a4.policy import powers, trust
+from deepep_a4.policy import conditions, declared, exposure, grants, identities, powers, trust
 
 # The shapes both rule sets read (pod specs by kind, nested properties) live in trust.py, which this imports.
 from deepep_a4.policy.trust import Props, as_list, containers, get_path, pod_specs
@@ -273,3 +273,28 @@ STACK_RULES: dict[str, tuple[str, Callable[[Iterable[Resource]], list[str]]]] = 
 # What a resource grants or mounts, whatever it is called (powers.py): roles by member, RBAC subjects,
 # hostPath, capabilities, node identity, global addresses. All mandatory.
 RESOURCE_RULES.update(powers.RESOURCE_RULES)
+
+# Default-deny from the declared bill of powers (declared.py over lock.py's locks), and what grants, roles and
+# settings allow read from their content (identities.py, exposure.py, conditions.py, grants.py). All mandatory.
+RESOURCE_RULES.update(identities.RESOURCE_RULES)
+RESOURCE_RULES.update(exposure.RESOURCE_RULES)
+RESOURCE_RULES.update(conditions.RESOURCE_RULES)
+RESOURCE_RULES["roles-resolved"] = (
+    "A predefined role granted is one whose permissions the pinned role definitions list.",
+    grants.roles_resolved,
+)
+RESOURCE_RULES["declared-types"] = (
+    "Every resource's type, properties and power values are in a lock of policy/powers/.",
+    declared.declared_types,
+)
+STACK_RULES["declared-powers"] = (
+    "The stack adds no resource, property or power to its shape's lock (policy/powers/<shape>.lock).",
+    declared.declared_powers,
+)
+# Rules that read the resource's logical name too (the pack hands it): the exact default-deny check.
+NAMED_RESOURCE_RULES: dict[str, tuple[str, Callable[[str, str, Props], list[str]]]] = {
+    "declared-resource": (
+        "Each resource is in its shape's lock by type and name, with no new property or power.",
+        declared.declared_resource,
+    ),
+}

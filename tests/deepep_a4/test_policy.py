@@ -260,7 +260,7 @@ def test_the_pack_wraps_every_rule_as_a_policy_mandatory_but_the_capacity_warnin
     from deepep_a4.policy import pack
 
     policies: dict[str, Any] = {p.name: p for p in pack.policies()}
-    assert set(policies) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES)
+    assert set(policies) == set(rules.RESOURCE_RULES) | set(rules.STACK_RULES) | set(rules.NAMED_RESOURCE_RULES)
     levels = {name: p.enforcement_level for name, p in policies.items()}
     assert levels.pop("a4-capacity-model") == pp.EnforcementLevel.ADVISORY  # config allows on-demand
     assert set(levels.values()) == {pp.EnforcementLevel.MANDATORY}
@@ -281,3 +281,9 @@ def test_the_pack_wraps_every_rule_as_a_policy_mandatory_but_the_capacity_warnin
         pp.StackValidationArgs(resources), lambda m, u=None: reported.append(m)
     )
     assert len(reported) == 1 and "vm-0" in reported[0]
+
+    # the named rule gets the resource's logical name from the engine: a resource no lock declares is refused
+    reported.clear()
+    args = pp.ResourceValidationArgs("gcp:storage/hmacKey:HmacKey", {}, "urn:k", "k", opts, None)
+    policies["declared-resource"].validate(args, lambda msg, urn=None: reported.append(msg))
+    assert reported and "gcp:storage/hmacKey:HmacKey" in reported[0]
