@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 
 from components.config import versions as known_versions
-from components.config.keys import ACCELERATOR_IMAGE_PROJECT, IMAGE_REF_PATTERN, MACHINE_SHAPES, MachineShape
+from components.config.images import ACCELERATOR_IMAGE_PROJECT, IMAGE_REF_PATTERN
+from components.config.keys import MACHINE_SHAPES, MachineShape
 
 
 @dataclass(frozen=True)

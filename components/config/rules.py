@@ -10,14 +10,12 @@ import re
 from typing import Any
 
 from components.config import provisioning, upstream, versions
+from components.config.images import ACCELERATOR_IMAGE, ACCELERATOR_IMAGE_PROJECT, PLAIN_UBUNTU_IMAGE
 from components.config.keys import (
-    ACCELERATOR_IMAGE,
-    ACCELERATOR_IMAGE_PROJECT,
     BENCHMARK_TESTS,
     COMPACT_PLACEMENT_MAX_NODES,
     GKE_GPU_DRIVERS,
     MACHINE_SHAPES,
-    PLAIN_UBUNTU_IMAGE,
     PLATFORM_KEYS,
     Problem,
 )

@@ -20,7 +20,7 @@ from components.config.keys import ConfigError, Problem
 # A reservation does not stock out: it is capacity the project holds (provisioning=reservation instead).
 FALLBACK_MODELS = tuple(m for m in provisioning.NAMES if m != "reservation")
 MAX_ENTRIES = 8  # bounds the tries in count; run bounds them in time too (--capacity-timeout)
-_ENTRY_RE = re.compile(r"^(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/(?P<model>[a-z-]+)$")
+_ENTRY_RE = re.compile(r"(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/(?P<model>[a-z-]+)")
 
 
 def check_capacity_fallback(
@@ -34,7 +34,7 @@ def check_capacity_fallback(
     tries: list[tuple[str, str]] = []
     offered = versions.A4_ZONES.get(v["machineType"], ())
     for entry in entries:
-        m = _ENTRY_RE.match(entry)
+        m = _ENTRY_RE.fullmatch(entry)
         if not m:
             problems.append(Problem("capacity", entry, "each entry must be ZONE/MODEL, e.g. asia-southeast1-b/spot"))
             continue

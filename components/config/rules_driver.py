@@ -28,7 +28,7 @@ from components.config.keys import Problem
 
 COS_INSTALLER = "cos-installer"
 # A driver build as NVIDIA numbers it (570.172.08, 570.86.15): what the installer downloads as given.
-BUILD_RE = re.compile(r"^(\d{3})\.\d{2,3}(\.\d{2})?$")
+BUILD_RE = re.compile(r"(\d{3})\.\d{2,3}(\.\d{2})?")
 # B200 (Blackwell) needs the R570 branch or newer (docs/platforms.md; keys.py nvidiaDriverVersion).
 MIN_BRANCH = 570
 
@@ -58,7 +58,7 @@ def check_cos_driver(v: dict[str, Any], problems: list[Problem]) -> None:
             )
         )
         return
-    m = BUILD_RE.match(version)
+    m = BUILD_RE.fullmatch(version)
     if m is None:
         hint = (
             "; for GKE's own choice use gkeGpuDriver=DEFAULT or LATEST"

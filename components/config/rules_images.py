@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from components.config import versions
-from components.config.keys import ACCELERATOR_IMAGE, ACCELERATOR_IMAGE_PROJECT, STAGING_IMAGE, Problem
+from components.config.images import ACCELERATOR_IMAGE, ACCELERATOR_IMAGE_PROJECT, STAGING_IMAGE
+from components.config.keys import Problem
 from components.config.model import parse_image_ref
 
 __all__ = ["BARE_INSTALLER_IMAGES", "check_gce", "check_installer_image", "installer_image_repository"]

@@ -12,7 +12,8 @@ import math
 import re
 from typing import Any
 
-from components.config.keys import ACCELERATOR_IMAGE_PROJECT, PLAIN_UBUNTU_IMAGE, Problem
+from components.config.images import ACCELERATOR_IMAGE_PROJECT, PLAIN_UBUNTU_IMAGE
+from components.config.keys import Problem
 from components.config.model import parse_image_ref
 from scripts import names
 

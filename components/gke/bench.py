@@ -22,8 +22,8 @@ from components.bench_settings import runner_settings
 from components.config import StackConfig
 from components.gke import pod_security as security
 from components.gke import queued
-from components.gke.network_resources import with_network_zeros
 from components.gke import rehearsal as gke_rehearsal
+from components.gke.network_resources import with_network_zeros
 from components.gke.objects import (
     BENCH_CONTAINER,
     BENCH_LABELS,

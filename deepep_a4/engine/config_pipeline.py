@@ -211,7 +211,7 @@ def type_name(ctype: ConfigType) -> str:
     return str(ctype.type)
 
 
-_ATOI = re.compile(r"^[+-]?[0-9]+$")
+_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 def validate_value(type_: str | None, items: dict[str, Any] | None, content: Any) -> bool:
@@ -225,7 +225,7 @@ def validate_value(type_: str | None, items: dict[str, Any] | None, content: Any
             return True
         if isinstance(content, float):
             return content == math.trunc(content)
-        return isinstance(content, str) and bool(_ATOI.match(content)) and -(2**63) <= int(content) < 2**63
+        return isinstance(content, str) and bool(_ATOI.fullmatch(content)) and -(2**63) <= int(content) < 2**63
     if type_ == "boolean":
         return content in ("true", "false") or isinstance(content, bool)
     if type_ == "object":

@@ -31,10 +31,10 @@ _SPECIAL_FLOATS = {
     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
 }
 # resolve.go yamlStyleFloat.
-_YAML_STYLE_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 # Go's strconv.ParseInt(s, 0, 64) syntax: sign, then 0x/0o/0b/leading-0 octal or decimal (underscores are
 # removed before, resolve.go `plain`).
-_GO_INT = re.compile(r"^[+-]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
+_GO_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64_MAX = 2**64 - 1
 # resolve.go allowedTimestampFormats (Go time layouts): date only, or date and time (T, t or a space).
@@ -49,7 +49,7 @@ class GoTime(str):
 
 
 def _go_int(text: str) -> int | None:
-    if not _GO_INT.match(text):
+    if not _GO_INT.fullmatch(text):
         return None
     sign = -1 if text.startswith("-") else 1
     body = text.lstrip("+-")
@@ -95,7 +95,7 @@ def resolve_plain(text: str) -> Any:
         return _SPECIAL_FLOATS[text]
     if hint == ".":
         try:
-            return float(text) if _YAML_STYLE_FLOAT.match(text) else text
+            return float(text) if _YAML_STYLE_FLOAT.fullmatch(text) else text
         except ValueError:
             return text
     if hint in "+-0123456789":
@@ -106,7 +106,7 @@ def resolve_plain(text: str) -> Any:
         value = _go_int(plain)
         if value is not None and _INT64[0] <= value <= _UINT64_MAX:
             return value
-        if _YAML_STYLE_FLOAT.match(plain):
+        if _YAML_STYLE_FLOAT.fullmatch(plain):
             return float(plain)
     return text
 

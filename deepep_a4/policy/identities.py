@@ -28,7 +28,7 @@ SHARED_ACCOUNTS = (
     (re.compile(r"[0-9]+@cloudservices\.gserviceaccount\.com"), "the Google APIs service agent"),
     (re.compile(r"[0-9]+@cloudbuild\.gserviceaccount\.com"), "Cloud Build's legacy account"),
     (re.compile(r"[a-z0-9.:-]+\.svc\.id\.goog\[[^/\]]+/default\]"), "a namespace's default KSA"),
-    (re.compile(r"/subject/ns/[^/]+/sa/default$"), "a namespace's default KSA"),
+    (re.compile(r"/subject/ns/[^/]+/sa/default\Z"), "a namespace's default KSA"),
     (re.compile(r"/subject/ns/\*|/attribute\.|principalSet://"), "a set of principals"),
 )
 # Where each of our accounts may run something (components/gke/nodepool.py, deadline.py, gce_fleet.py,

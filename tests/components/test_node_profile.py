@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components import artifacts, config
-from components.config import keys
+from components.config import images, keys
 from components.gce import startup as gce_startup
 from components.node import installer
 from deepep_a4 import plan_engine
@@ -144,7 +144,7 @@ def test_the_ubuntu_stacks_keep_the_field_reports_path(stack: str, platform: str
             pool["guestAccelerators"][0]["gpuDriverInstallationConfig"]["gpuDriverVersion"] == "INSTALLATION_DISABLED"
         )
     else:
-        assert cfg.gce.image == keys.PLAIN_UBUNTU_IMAGE
+        assert cfg.gce.image == images.PLAIN_UBUNTU_IMAGE
 
 
 # -- the profiles' config rules ----------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_defaults_follow_the_profile() -> None:
     gce = config.parse({"project": "my-gpu-project", "platform": "gce"}, "t")
     assert gce.gce.image == keys.ACCELERATOR_IMAGE
     host = config.parse({"project": "my-gpu-project", "nodeProfile": "host-install", "platform": "gce"}, "t")
-    assert host.gke.gpu_driver == "installer" and host.gce.image == keys.PLAIN_UBUNTU_IMAGE
+    assert host.gke.gpu_driver == "installer" and host.gce.image == images.PLAIN_UBUNTU_IMAGE
 
 
 @pytest.mark.parametrize(
@@ -168,7 +168,7 @@ def test_defaults_follow_the_profile() -> None:
         ({"useDocaOfed": False}, "useDocaOfed", "a host-install key"),
         ({"allowReboot": False}, "allowReboot", "a host-install key"),
         ({"gkeGpuDriver": "installer"}, "gkeGpuDriver", "use DEFAULT, LATEST or cos-installer"),
-        ({"platform": "gce", "gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "accelerator image"),
+        ({"platform": "gce", "gceImage": images.PLAIN_UBUNTU_IMAGE}, "gceImage", "accelerator image"),
         ({"nvshmemVersion": "3.3.9", "deepepRef": "v1.2.1"}, "nvshmemVersion", "needs NVSHMEM 3.4.5 or newer"),
     ],
 )

@@ -79,8 +79,19 @@ class RefusingCloudBuild:
 
 
 class FakeStoreGcs:
+    """Cloud Storage as the remote build uses it: create-only put, then the object's md5Hash and generation."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, str] = {}
+
     def put(self, rel: str, file: Any) -> bool:
+        from deepep_a4 import store
+
+        self.objects.setdefault(rel, store.md5_b64(file))
         return True
+
+    def stored(self, rel: str) -> tuple[str, int]:
+        return self.objects.get(rel, ""), 1
 
     def generation(self, rel: str) -> int:
         return 1

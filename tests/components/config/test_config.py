@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from components import config
-from components.config import keys, upstream, versions
+from components.config import images, keys, upstream, versions
 from components.config.model import VersionOverride
 from deepep_a4 import plan_engine
 from tests.conftest import ROOT, stack_config
@@ -123,7 +123,7 @@ def test_config_is_frozen() -> None:
         ),
         ({"gkeAuthorizedNetworks": ["0.0.0.0/1", "128.0.0.0/1"]}, "gkeAuthorizedNetworks", "cover 0.0.0.0/0"),
         ({"zone": "asia-southeast1-a"}, "zone", "only in asia-northeast1-b, asia-southeast1-b"),
-        ({"gceImage": keys.PLAIN_UBUNTU_IMAGE}, "gceImage", "read only on platform gce, not gke"),
+        ({"gceImage": images.PLAIN_UBUNTU_IMAGE}, "gceImage", "read only on platform gce, not gke"),
         ({"platform": "gce", "gkeVersion": "1.33.5-gke.1162000"}, "gkeVersion", "read only on platform gke"),
         ({"provisioning": "reservation", "reservationName": "r", "placement": "compact"}, "placement", "comes placed"),
         ({"artifactStore": "gs://my-bucket"}, "artifactStore", "the prefix limits the nodes' access grant"),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from components import config
+from components.config import images as config_images
 from components.config import keys
 from components.config.model import ImageRef
 from components.gce import bench as gce_bench
@@ -60,7 +61,7 @@ def test_one_a4_vm_per_node_in_the_zone_with_hyperdisk_boot(gce_plan: plan_engin
         assert i["zone"] == cfg.zone
         params = i["bootDisk"]["initializeParams"]
         assert params == {"image": MOCK_PLAIN_IMAGE, "size": cfg.boot_disk_gb, "type": "hyperdisk-balanced"}
-        assert cfg.gce.image == keys.PLAIN_UBUNTU_IMAGE  # the field reports' image stays the default
+        assert cfg.gce.image == config_images.PLAIN_UBUNTU_IMAGE  # the field reports' image stays the default
         assert i["bootDisk"]["autoDelete"] is True
         assert i["desiredStatus"] == "RUNNING"
         assert i["deletionProtection"] is False
