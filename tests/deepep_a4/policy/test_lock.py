@@ -27,7 +27,9 @@ def test_every_committed_lock_is_what_the_plan_makes_now(shape: str) -> None:
 def test_the_locks_are_the_shapes_and_every_grant_resolves() -> None:
     assert set(lock.locks()) == set(lock.SHAPES), "a lock without a shape (or a shape without one)"
     platforms = {s.split("-", 1)[0] for s in lock.SHAPES if s != lock.STORE_SHAPE}
-    assert platforms == {"gke", "gce"} and len(lock.SHAPES) == 2 * 2 * len(lock.MODELS) + 1
+    # platform x profile x model, each with its rehearsal's shape (components/rehearsal.py), and the store's
+    assert platforms == {"gke", "gce"} and len(lock.SHAPES) == 2 * 2 * len(lock.MODELS) * 2 + 1
+    assert all(f"{s}-rehearsal" in lock.SHAPES for s in lock.SHAPES if s != lock.STORE_SHAPE and "rehearsal" not in s)
     for shape, found in lock.locks().items():
         assert found["grants"], shape
         assert all(g["permissions"] != "UNRESOLVED" for g in found["grants"]), shape
