@@ -100,6 +100,20 @@ def test_the_config_selects_the_shape_and_an_unknown_one_is_refused(monkeypatch:
         assert any("has no lock" in m for m in refusals(found))
 
 
+@pytest.mark.parametrize("stack", ["gke-b200", "gce-b200-ubuntu"])
+def test_a_renamed_stacks_rehearsal_runs_under_its_rehearsal_shape(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `rehearse` runs it (deepep_a4/rehearse/stack.py): stack `<name>-rehearsal`, `rehearsal: true` and a name
+    prefix of its own; the installer's KSA is named for that stack (components/gke/objects.py installer_ksa)."""
+    from deepep_a4.rehearse import stack as rehearsal_stack
+
+    name = rehearsal_stack.stack_name("team-y")
+    cfg = rehearsal_stack.config(stack_config(stack), "deepep-team-y")
+    result, _ = plan_engine.run_program(name, cfg)
+    _env(monkeypatch, name, cfg)
+    assert lock.env_context()[1] == lock.shape_of(cfg) and lock.shape_of(cfg).endswith("-rehearsal")
+    assert refusals(engine_like(result)) == []
+
+
 def test_a_preview_s_unknown_values_do_not_break_the_bill() -> None:
     proxy = pytest.importorskip("pulumi_policy.proxy")
     deserialize = pytest.importorskip("pulumi_policy.deserialize")
