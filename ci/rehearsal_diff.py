@@ -15,6 +15,7 @@ from typing import Any
 
 from ci.plan_diff import normalise
 from components import rehearsal
+from components.gke.objects import installer_ksa
 from deepep_a4.rehearse import stack as rehearsal_stack
 
 GONE = "<absent>"
@@ -122,6 +123,9 @@ def renamer(stack: str, real_prefix: str) -> Any:
     pairs = [
         (re.compile(re.escape(a) + r"(?![A-Za-z0-9])"), b)
         for a, b in (
+            # The installer's KSA is named for its stack with a hash of the name (components/gke/objects.py): the
+            # rehearsal's own, so its Workload Identity principal is not the real stack's (a second stack's name).
+            (installer_ksa(reh_stack), installer_ksa(stack)),
             (reh_stack, stack),
             (label, stack),
             (reh_prefix, real_prefix),

@@ -120,6 +120,9 @@ def logical(name: str) -> str:
 def template(text: str, ctx: Context) -> str:
     """A value with its stack, project, store bucket and prefix written as placeholders."""
     out = text
+    if ctx.stack:
+        # The installer's KSA is named for the stack (components/gke/objects.py installer_ksa), its principal too.
+        out = out.replace(_installer_ksa(ctx.stack), "{installer-ksa}")
     if ctx.prefix:
         # Account ids cut the prefix to fit 30 characters (components/gke/nodepool.py service_account_id,
         # deadline.py account_id, components/gce/fleet.py service_account_id).
@@ -141,6 +144,19 @@ def template(text: str, ctx: Context) -> str:
     return HASH.sub("{hash}", out)
 
 
+@functools.cache
+def _installer_ksa(stack: str) -> str:
+    from components.gke.objects import installer_ksa  # loads pulumi_kubernetes: only once a stack is known
+
+    return installer_ksa(stack)
+
+
+def template_path(dotted: str, ctx: Context) -> str:
+    """A property path with the stack's prefix as `{stack}`: a key named for the stack's objects (a pod's
+    `networking.gke.io.networks/<prefix>-rdma-0` request, components/gke/network_resources.py)."""
+    return dotted.replace(ctx.prefix, "{stack}") if ctx.prefix else dotted
+
+
 def _cidr(match: re.Match[str]) -> str:
     """A private range is the user's choice (hostCidr, podsCidr...); a public one beyond an office's size is
     kept as it is (IAP's), so a new public source is a new power."""
@@ -159,6 +175,7 @@ _PLACEHOLDER = {
     "{stack}": "[a-z][a-z0-9-]*[a-z0-9]",
     "{stack_}": "[a-z][a-z0-9_]*[a-z0-9]",
     "{project}": "[a-z][a-z0-9-]{4,28}[a-z0-9]",
+    "{installer-ksa}": "deepep-installer-[a-z0-9-]*-[0-9a-f]{6}",
 }
 _SPLIT = re.compile("(" + "|".join(re.escape(p) for p in _PLACEHOLDER) + ")")
 
@@ -263,7 +280,7 @@ def bill_of(type_: str, name: str, props: Mapping[str, Any], ctx: Context) -> Bi
             continue
         if path[0] in ENGINE_PROVIDER_KEYS and type_.startswith("pulumi:providers:"):
             continue
-        paths.add(dotted)
+        paths.add(template_path(dotted, ctx))
         if _power_key(path) and leaf is not None:
             text = leaf if isinstance(leaf, str) else json.dumps(leaf, sort_keys=True)
             powers.add(f"{dotted} = {template(text, ctx)}")

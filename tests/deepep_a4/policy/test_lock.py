@@ -27,7 +27,9 @@ def test_every_committed_lock_is_what_the_plan_makes_now(shape: str) -> None:
 def test_the_locks_are_the_shapes_and_every_grant_resolves() -> None:
     assert set(lock.locks()) == set(lock.SHAPES), "a lock without a shape (or a shape without one)"
     platforms = {s.split("-", 1)[0] for s in lock.SHAPES if s != lock.STORE_SHAPE}
-    assert platforms == {"gke", "gce"} and len(lock.SHAPES) == 2 * 2 * len(lock.MODELS) + 1
+    # platform x profile x model, each with its rehearsal's shape (components/rehearsal.py), and the store's
+    assert platforms == {"gke", "gce"} and len(lock.SHAPES) == 2 * 2 * len(lock.MODELS) * 2 + 1
+    assert all(f"{s}-rehearsal" in lock.SHAPES for s in lock.SHAPES if s != lock.STORE_SHAPE and "rehearsal" not in s)
     for shape, found in lock.locks().items():
         assert found["grants"], shape
         assert all(g["permissions"] != "UNRESOLVED" for g in found["grants"]), shape
@@ -96,6 +98,20 @@ def test_the_config_selects_the_shape_and_an_unknown_one_is_refused(monkeypatch:
     _env(monkeypatch, "gke-b200", rehearsal)
     if "gke-supported-spot-rehearsal" not in lock.SHAPES:  # until its line in SHAPES: refused, not waved through
         assert any("has no lock" in m for m in refusals(found))
+
+
+@pytest.mark.parametrize("stack", ["gke-b200", "gce-b200-ubuntu"])
+def test_a_renamed_stacks_rehearsal_runs_under_its_rehearsal_shape(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `rehearse` runs it (deepep_a4/rehearse/stack.py): stack `<name>-rehearsal`, `rehearsal: true` and a name
+    prefix of its own; the installer's KSA is named for that stack (components/gke/objects.py installer_ksa)."""
+    from deepep_a4.rehearse import stack as rehearsal_stack
+
+    name = rehearsal_stack.stack_name("team-y")
+    cfg = rehearsal_stack.config(stack_config(stack), "deepep-team-y")
+    result, _ = plan_engine.run_program(name, cfg)
+    _env(monkeypatch, name, cfg)
+    assert lock.env_context()[1] == lock.shape_of(cfg) and lock.shape_of(cfg).endswith("-rehearsal")
+    assert refusals(engine_like(result)) == []
 
 
 def test_a_preview_s_unknown_values_do_not_break_the_bill() -> None:

@@ -59,7 +59,7 @@ class Build:
 
 def user_root(tmp: Path, stack: str) -> Path:
     """A project folder whose stack file names a store and its pinned manifest, as a user's would."""
-    root = tmp / "project"
+    root = tmp / "user"  # not the `cli` fixture's copy of the project (tmp / "project")
     (root / "stacks").mkdir(parents=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
