@@ -75,9 +75,20 @@ def gce_stage_files() -> dict[str, str]:
 GKE_INSTALLER_INIT = "gke/installer-init.sh"
 
 
+# The node label's PATCH and its retry, shared by both GKE init scripts where each says `# @label-node.sh`.
+LABEL_NODE = "gke/label-node.sh"
+LABEL_NODE_MARK = "# @label-node.sh\n"
+
+
+def with_label_node(text: str) -> str:
+    if LABEL_NODE_MARK not in text:
+        raise ValueError(f"no '{LABEL_NODE_MARK.strip()}' line to put {LABEL_NODE} at")
+    return text.replace(LABEL_NODE_MARK, _read(LABEL_NODE).removeprefix("# shellcheck shell=bash\n"), 1)
+
+
 def gke_installer_init() -> str:
     """The GKE installer DaemonSet's init-container script (its values come in as environment variables)."""
-    return _read(GKE_INSTALLER_INIT)
+    return with_label_node(_read(GKE_INSTALLER_INIT))
 
 
 GKE_STAGE_INIT = "gke/stage-init.sh"
@@ -85,7 +96,7 @@ GKE_STAGE_INIT = "gke/stage-init.sh"
 
 def gke_stage_init() -> str:
     """The supported profile's staging DaemonSet init script: runs the installer in its container, no host namespace."""
-    return _read(GKE_STAGE_INIT)
+    return with_label_node(_read(GKE_STAGE_INIT))
 
 
 GCE_STARTUP = "gce/startup.sh"

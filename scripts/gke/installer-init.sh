@@ -5,6 +5,7 @@
 set -Eeuo pipefail
 : "${VERSIONS_HASH:?}" "${NODE_NAME:?}" "${INSTALL_ROOT:?}" "${STATE_DIR:?}" "${STATUS_FILE:?}"
 : "${INSTALLER_ENTRY:?}" "${EXIT_REBOOT:?}" "${REBOOT_WAIT_SECONDS:?}" "${INSTALLED_LABEL:?}"
+# @label-node.sh
 host=/host
 r=$INSTALL_ROOT
 echo "deepep-a4: installer for version set $VERSIONS_HASH on node $NODE_NAME"
@@ -36,12 +37,6 @@ if ! grep -Eq '"ready"[[:space:]]*:[[:space:]]*true' "$host$STATUS_FILE"; then
 fi
 echo "$VERSIONS_HASH" >"$host$STATE_DIR/installed-hash"
 # Label the node with the installed version set (RBAC: get/patch nodes only), with the host's curl.
-sa=/var/run/secrets/kubernetes.io/serviceaccount
-cp "$sa/ca.crt" "$host$STATE_DIR/k8s-ca.crt"
-patch=$(printf '{"metadata":{"labels":{"%s":"%s"}}}' "$INSTALLED_LABEL" "$VERSIONS_HASH")
-printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" | nsenter --target 1 --mount --net -- \
-  curl -sS --fail --retry 5 --max-time 30 --cacert "$STATE_DIR/k8s-ca.crt" -H @- \
-  -H 'Content-Type: application/merge-patch+json' -X PATCH \
-  "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \
-  -d "$patch" >/dev/null
+cp /var/run/secrets/kubernetes.io/serviceaccount/ca.crt "$host$STATE_DIR/k8s-ca.crt"
+label_node "$STATE_DIR/k8s-ca.crt" nsenter --target 1 --mount --net --
 echo "deepep-a4: node $NODE_NAME installed and labelled $INSTALLED_LABEL=$VERSIONS_HASH"

@@ -7,6 +7,7 @@
 set -Eeuo pipefail
 : "${VERSIONS_HASH:?}" "${NODE_NAME:?}" "${INSTALL_ROOT:?}" "${STATE_DIR:?}" "${STATUS_FILE:?}"
 : "${INSTALLER_ENTRY:?}" "${INSTALLED_LABEL:?}"
+# @label-node.sh
 r=$INSTALL_ROOT
 echo "deepep-a4: staging version set $VERSIONS_HASH on node $NODE_NAME into $r"
 mkdir -p "$r" "$STATE_DIR"
@@ -29,12 +30,7 @@ fi
 echo "$VERSIONS_HASH" >"$STATE_DIR/installed-hash"
 # Label the node with the installed version set (RBAC: get/patch nodes only), with this image's curl.
 sa=/var/run/secrets/kubernetes.io/serviceaccount
-patch=$(printf '{"metadata":{"labels":{"%s":"%s"}}}' "$INSTALLED_LABEL" "$VERSIONS_HASH")
-printf 'Authorization: Bearer %s\n' "$(cat "$sa/token")" |
-  curl -sS --fail --retry 5 --max-time 30 --cacert "$sa/ca.crt" -H @- \
-    -H 'Content-Type: application/merge-patch+json' -X PATCH \
-    "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/api/v1/nodes/$NODE_NAME" \
-    -d "$patch" >/dev/null
+label_node "$sa/ca.crt"
 echo "deepep-a4: node $NODE_NAME staged and labelled $INSTALLED_LABEL=$VERSIONS_HASH"
 # GKE's multi-network resources this node advertises (networking.gke.io.networks/<network> and <network>.IP,
 # which GKE requests for every network a pod names): a pod asking for one the node lacks stays Pending
