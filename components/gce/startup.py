@@ -1,5 +1,6 @@
 """The GCE startup script's installer part: one bash script that writes the rendered installer
-(components/node/installer.py) to the VM, byte for byte in heredocs, and runs it.
+(components/node/installer.py) to the VM in heredocs, and runs it: byte for byte, except that lib.sh and
+store.sh come without their comment lines (components/gce/shell_comments.py says why).
 
     render_startup_script(cfg, resolved)  -> the script; its exit code is the installer's
 """
@@ -10,6 +11,7 @@ import hashlib
 
 from components import artifacts
 from components.config import StackConfig
+from components.gce import shell_comments
 from components.node import installer
 
 REBOOT_EXIT = installer.REBOOT_EXIT
@@ -50,7 +52,8 @@ def render_startup_script(cfg: StackConfig, resolved: installer.Pins = None) -> 
         'new="$dir.new"\n',
         'rm -rf "$new"\nmkdir -p "$new/phases" "$new/locks"\n',
     ]
-    parts += [_heredoc(rel, text) for rel, text in files.items()]
+    # lib.sh and store.sh without their comment lines: the script's room (components/gce/shell_comments.py).
+    parts += [_heredoc(rel, text) for rel, text in shell_comments.for_gce(files).items()]
     parts += [
         'chmod 0755 "$new/run.sh"\n',
         'rm -rf "$dir"\nmv "$new" "$dir"\n',

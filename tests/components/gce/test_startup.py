@@ -43,7 +43,11 @@ def gce_cfg(stack: str = "gce-b200") -> config.StackConfig:
 
 
 def test_every_stacks_startup_script_keeps_to_half_the_metadata_limit() -> None:
-    """Over every stack file in stacks/ (a user's own too): each VM's startup-script metadata value."""
+    """Over every stack file in stacks/ (a user's own too): each VM's startup-script metadata value.
+
+    Measured (stacks/ at this commit): gce-b200 94,710 bytes, gce-b200-ubuntu (every phase) 123,409 bytes, 7.5 KiB
+    under the budget, after lib.sh and store.sh lost their comment lines (components/gce/shell_comments.py, -8 KiB)
+    and the packed files their line breaks (-1.6 KiB). Past the budget, see that module before raising it."""
     checked = {}
     for stack in plan_engine.available_stacks():
         result, _ = plan_engine.run_program(stack, plan_engine.read_stack_config(stack))
