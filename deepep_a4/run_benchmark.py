@@ -50,6 +50,7 @@ from deepep_a4 import timeline as times
 from deepep_a4.bringup_table import TableError, expected_bringup
 from deepep_a4.capacity import run_hooks
 from deepep_a4.paths import project_root
+from deepep_a4.rehearse import gate as rehearse_gate
 from deepep_a4.run.help import (  # the exit statuses, declared with the help that lists them
     EXIT_DESTROY_FAILED,
     EXIT_FAILED,
@@ -60,7 +61,6 @@ from deepep_a4.run.help import (  # the exit statuses, declared with the help th
     EXIT_USAGE,
     run_help,
 )
-from deepep_a4.rehearse import gate as rehearse_gate
 from deepep_a4.run_platforms import (
     AutomationStack,
     GceProbe,
@@ -427,8 +427,8 @@ def execute(
         # The cluster's kubeconfig authenticates through it: without it every Kubernetes object fails mid-up.
         say(refusal_text(AUTH_PLUGIN_MISSING, destroy_only))
         return EXIT_NO_CLI
-    if not destroy_only and (stop := rehearse_gate.before_run(name, skip_rehearsal, say, deps.rehearse)) is not None:
-        return stop
+    if not destroy_only and (stop := rehearse_gate.before_run(name, skip_rehearsal, say, deps.rehearse, ROOT)):
+        return stop  # the gate reads run's own ROOT's stack file; it returns None or a non-zero exit status
     probe = (deps.make_probe or (lambda c: GkeProbe(c) if c.platform == "gke" else GceProbe(c)))(cfg)
     tests = max(len(cfg.benchmarks.tests), 1)
     settings = Settings(

@@ -195,7 +195,10 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
     if v["machineType"] in MACHINE_SHAPES:
         check_bench_shapes(v, MACHINE_SHAPES[v["machineType"]].gpus, problems)
     check_traffic_class(v, problems)
-    capacity = rules_capacity.check_capacity_fallback(v, problems, lambda over: parse({**raw, **over}, stack))
+    # Each try is parsed with what this stack wrote (plus the try's keys), not with Pulumi.yaml's merged defaults.
+    capacity = rules_capacity.check_capacity_fallback(
+        v, problems, lambda over: parse({**raw, **over}, stack, given | set(over))
+    )
 
     ttl_seconds: int | None = None
     try:

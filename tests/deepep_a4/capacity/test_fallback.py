@@ -5,7 +5,6 @@ stockout and quota errors (tests/fixtures/capacity/pulumi_up_errors.json)."""
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,12 +62,11 @@ def test_each_trys_whole_config_is_checked_before_the_first_try() -> None:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the project's Pulumi.yaml and one stack file whose `capacity` lists three tries: the stand-in
-    writes `config set` into it as the CLI does, so the checkout's stacks/ stay untouched."""
-    root = tmp_path / "project"
-    (root / "stacks").mkdir(parents=True)
-    shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+def project(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in's copy of the project (the `cli` fixture's) with one more stack file whose `capacity` lists
+    three tries: the stand-in writes `config set` into it as the CLI does, so the checkout's stacks/ stay
+    untouched."""
+    root = cli.project
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.gce-b200-ubuntu.yaml").read_text())
     doc["config"]["deepep-a4:capacity"] = [f"{ZONE}/spot", f"{ZONE}/flex-start", f"{ZONE}/on-demand"]
     (root / "stacks" / "Pulumi.cap.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

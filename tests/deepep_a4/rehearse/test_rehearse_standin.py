@@ -59,8 +59,8 @@ class Build:
 
 def user_root(tmp: Path, stack: str) -> Path:
     """A project folder whose stack file names a store and its pinned manifest, as a user's would."""
-    root = tmp / "user"  # not the `cli` fixture's copy of the project (tmp / "project")
-    (root / "stacks").mkdir(parents=True)
+    root = tmp / "project"  # the `cli` fixture's copy of the project when tmp is the test's tmp_path
+    (root / "stacks").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
     doc["config"]["deepep-a4:artifactStore"] = "gs://my-store/deepep"
@@ -83,8 +83,9 @@ def test_rehearse_runs_through_the_cli_standin_to_the_first_google_call_and_tear
 
     def write_file(name: str, cfg: dict[str, Any], root: Path) -> Path:
         written.update(cfg)
-        # The Automation API runs the CLI in the Pulumi project's folder: the stack file goes where it reads it.
-        return real_write(name, cfg, ROOT)
+        # The Automation API runs the CLI in the Pulumi project's folder (the `cli` fixture's copy of the
+        # project): the stack file goes where it reads it.
+        return real_write(name, cfg, cli.project)
 
     monkeypatch.setattr(command.rehearsal_stack, "write_file", write_file)
     rc = command.main(
@@ -110,6 +111,7 @@ def test_rehearse_runs_through_the_cli_standin_to_the_first_google_call_and_tear
     destroy = next(c for c in calls if c[0] == "destroy")
     assert "--refresh" in destroy, destroy  # certain teardown: with refresh, after a failed probe too
     assert order.index("up") < order.index("destroy") < order.index("stack rm"), order
+    assert not (cli.project / "stacks" / f"Pulumi.{stack}-rehearsal.yaml").exists()
     assert not (ROOT / "stacks" / f"Pulumi.{stack}-rehearsal.yaml").exists()
     sheet = json.loads((tmp_path / "build" / "rehearsal" / stack / "checklist.json").read_text())
     seams = {s["seam"]: s["status"] for s in sheet["seams"]}
