@@ -37,6 +37,7 @@ if ! grep -Eq '"ready"[[:space:]]*:[[:space:]]*true' "$host$STATUS_FILE"; then
 fi
 echo "$VERSIONS_HASH" >"$host$STATE_DIR/installed-hash"
 # Label the node with the installed version set (RBAC: get/patch nodes only), with the host's curl.
-cp /var/run/secrets/kubernetes.io/serviceaccount/ca.crt "$host$STATE_DIR/k8s-ca.crt"
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+cp "$sa/ca.crt" "$host$STATE_DIR/k8s-ca.crt"
 label_node "$STATE_DIR/k8s-ca.crt" nsenter --target 1 --mount --net --
 echo "deepep-a4: node $NODE_NAME installed and labelled $INSTALLED_LABEL=$VERSIONS_HASH"
