@@ -1,7 +1,7 @@
 """Every difference between a stack's plan and its rehearsal's plan, each sorted into the categories the rehearsal
 may differ by (components/rehearsal.py); anything else is a finding (tests/components/test_rehearsal_plan_diff.py).
 
-Both plans come from the offline plan engine (deepep_a4/plan_engine.py). Before comparing, the rehearsal's names
+Both plans come from the offline plan engine (deepep_a4/plan/engine.py). Before comparing, the rehearsal's names
 are written back to the real ones (its own name prefix and stack name: not a difference of the plan, a second stack
 in the same project), and ci/plan_diff.py's masks apply (content hashes, the clock's deadline).
 """
@@ -135,7 +135,7 @@ def renamer(stack: str, real_prefix: str) -> Any:
             (reh_prefix[:-1].replace("-", "_"), real_prefix.replace("-", "_")),
         )
     ]
-    # The plan engine's stand-in DNS endpoint of the cluster hashes the cluster's name (deepep_a4/plan_engine.py).
+    # The plan engine's stand-in DNS endpoint of the cluster hashes the cluster's name (deepep_a4/plan/engine.py).
     pairs.append((re.compile(r"\bgke-[0-9a-f]{32}-"), "gke-<name hash>-"))
 
     def rename(value: Any) -> Any:

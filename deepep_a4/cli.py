@@ -24,7 +24,8 @@ from deepep_a4 import paths
 
 paths.refuse_foreign_packages()  # before anything imports `components` or `scripts`
 
-from deepep_a4 import plan as plan_tool  # noqa: E402
+from deepep_a4 import stackfile  # noqa: E402
+from deepep_a4.plan import command as plan_tool  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -40,20 +41,20 @@ def _subcommand(module: str, name: str) -> None:
     main.add_command(importlib.import_module(module).command, name)
 
 
-_subcommand("deepep_a4.store_build", "store")
-_subcommand("deepep_a4.hwtest", "hwtest")
-_subcommand("deepep_a4.bringup", "bringup")
+_subcommand("deepep_a4.store.command", "store")
+_subcommand("deepep_a4.hwtest.command", "hwtest")
+_subcommand("deepep_a4.bringup.command", "bringup")
 
 
 @main.command()
-@click.option("--stack", required=True, help=plan_tool.STACK_HELP)
+@click.option("--stack", required=True, help=stackfile.STACK_HELP)
 def cost(stack: str) -> None:
     """Cost estimate and bill cap of a stack, without writing a plan."""
     from deepep_a4 import cost as cost_tool
 
     try:
-        _, _, cfg = plan_tool.load_stack(stack)
-    except plan_tool.UsageError as err:
+        _, _, cfg = stackfile.load_stack(stack)
+    except stackfile.UsageError as err:
         click.echo("error: " + "\n".join(err.lines), err=True)
         raise SystemExit(2) from None
     for line in cost_tool.render(cost_tool.estimate(cfg)):
@@ -61,7 +62,7 @@ def cost(stack: str) -> None:
     click.echo("\n".join(cost_tool.bill_cap(cfg).lines))
 
 
-_subcommand("deepep_a4.run_benchmark", "run")
+_subcommand("deepep_a4.run.command", "run")
 _subcommand("deepep_a4.report.cli", "report")
 _subcommand("deepep_a4.capacity.command", "capacity")
 _subcommand("deepep_a4.rehearse.command", "rehearse")

@@ -14,10 +14,11 @@ from typing import Any
 
 import yaml
 
+from components import config
 from components.config.keys import PROJECT_NAME
+from deepep_a4.engine import alias_ratio as aliases
 from deepep_a4.engine import stack_view as pulumi_view
 from deepep_a4.paths import project_root
-from deepep_a4.stackyaml import aliases
 
 STACK_FILE_PREFIX = "Pulumi."
 STACK_FILE_SUFFIX = ".yaml"
@@ -220,3 +221,35 @@ def parse_stack(name: str, root: Path | None = None, raw: dict[str, Any] | None 
     written_cfg = read(name, root)
     program = merged(dict(raw) if raw is not None else written_cfg, root)
     return config.parse(project_keys(program), name, written=set(project_keys(written_cfg)))
+
+
+# -- a stack as the commands take it (plan, cost, store, hwtest, capacity) -----------------------------------
+
+STACK_HELP = "stack name (gke-b200) or its file (stacks/Pulumi.gke-b200.yaml)"
+
+
+class UsageError(Exception):
+    """Bad input: printed as `error: ...` lines, exit 2, nothing written."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
+def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]:
+    """(name, raw namespaced config, validated config) of a stack given by name or file; raises UsageError."""
+    try:
+        name, _ = resolve(stack_arg, project_root())
+        written = read(name, project_root())
+        stack_cfg = merged(written, project_root())  # what the program gets at `pulumi up`
+        cfg = config.parse(project_keys(stack_cfg), name, written=set(project_keys(written)))
+    except StackFileError as err:
+        raise UsageError([str(p) for p in err.problems]) from None
+    except config.ConfigError as err:
+        if len(err.problems) == 1:  # one mistake, one line
+            raise UsageError([f"stack '{stack_arg}': {err.problems[0]}; nothing was written"]) from None
+        raise UsageError(
+            [f"stack '{stack_arg}' has {len(err.problems)} config problems; nothing was written:"]
+            + [f"  - {problem}" for problem in err.problems]
+        ) from None
+    return name, stack_cfg, cfg

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepep_a4.bringup_table import Expected
+from deepep_a4.expected_times import Expected
 
 NOT_RECORDED = "not recorded"
 KIND = "deepep-a4 bring-up timeline"
@@ -318,7 +318,7 @@ def document(
     expected: Expected | None,
     now: dt.datetime | None = None,
 ) -> dict[str, Any]:
-    """timeline.json: what a measured row of bringup_table.yaml cites (docs/installer.md#bring-up-time)."""
+    """timeline.json: what a measured row of expected_times.yaml cites (docs/installer.md#bring-up-time)."""
     return {
         "kind": KIND,
         "stack": stack,

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # prefixes, longest first; an entry that no longer matches only loses its head start.
 START_FIRST = (
     "tests/test_user_stack.py::test_the_checks_that_walk_stacks_pass_with_a_users_stack",
-    "tests/deepep_a4/test_store.py::test_artifact_keys_follow_what_made_the_bytes_and_nothing_else",
+    "tests/deepep_a4/store/test_sources.py::test_artifact_keys_follow_what_made_the_bytes_and_nothing_else",
     "tests/components/gce/test_fleet.py::test_plan_of_64_vms_is_fast_and_grows_linearly",
     "tests/test_docs.py::test_every_deepep_a4_command_in_the_docs_names_a_real_subcommand_and_flags",
-    "tests/deepep_a4/test_plan.py::test_plan_of_every_stack_writes_plan_json",
+    "tests/deepep_a4/plan/test_command.py::test_plan_of_every_stack_writes_plan_json",
 )
 
 

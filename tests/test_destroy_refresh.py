@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deepep_a4 import run_platforms
+from deepep_a4.run import platforms as run_platforms
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = [p for top in ("deepep_a4", "components", "scripts", "ci", "store") for p in (ROOT / top).rglob("*.py")]

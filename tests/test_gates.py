@@ -149,7 +149,7 @@ def test_crd_conversion_is_strict_and_keeps_preserved_fields_open() -> None:
 )
 def test_every_rendered_manifest_is_valid(stack: str, overrides: dict[str, Any]) -> None:
     """The k8s-schemas gate checks the stacks as they are; this also covers the other pod networking."""
-    from deepep_a4.plan import kubernetes_manifests
+    from deepep_a4.plan.command import kubernetes_manifests
 
     manifests = kubernetes_manifests(plan(stack, **overrides).resources)
     assert manifests or stack.startswith("gce"), f"{stack} renders no Kubernetes manifest"

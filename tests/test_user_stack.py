@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # selected for the new stack where it is parametrized.
 STACK_WALKERS = [
     "tests/components/config/test_config.py::test_every_stack_file_validates",
-    "tests/deepep_a4/test_plan.py::test_plan_of_every_stack_writes_plan_json",
+    "tests/deepep_a4/plan/test_command.py::test_plan_of_every_stack_writes_plan_json",
     "tests/deepep_a4/test_results.py::test_unknown_stack_lists_the_available_ones",
     "tests/deepep_a4/test_results.py::test_a_known_stack_is_not_refused",
     "tests/test_readme.py",

@@ -4,7 +4,7 @@
 
 For each plan folder it takes the Kubernetes minor the plan's cluster gets (its `minMasterVersion` in
 plan.json: a pinned `gkeVersion`, or the version the deploy chooses from the release channel, which the
-offline plan mocks: deepep_a4/plan_engine.py) and validates every document of `files/k8s/*.yaml`
+offline plan mocks: deepep_a4/plan/engine.py) and validates every document of `files/k8s/*.yaml`
 strictly (unknown fields are errors, as the API server's strict field validation
 makes them): built-in kinds against the schemas kubernetes-validate ships for that minor, the GKE
 networking custom resources against schemas/networking.gke.io/*.json (their source is in each

@@ -341,7 +341,7 @@ def check_traffic_class(v: dict[str, Any], problems: list[Problem]) -> None:
 
 
 # -- a TTL against the node's own bring-up -----------------------------------------------------------
-# The upper end of "node created -> installer ready" per platform and profile: deepep_a4/bringup_table.yaml
+# The upper end of "node created -> installer ready" per platform and profile: deepep_a4/expected_times.yaml
 # (docs/installer.md#bring-up-time), which config may not import; tests/components/config/test_mistakes.py keeps
 # these equal to the table's totals, rounded up to the second.
 BRINGUP_MAX_SECONDS = {

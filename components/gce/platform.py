@@ -98,7 +98,7 @@ def build_gce_platform(
         "runId": run_id,
         "resultsUrl": results_url,
         "progressCommand": f"gcloud storage cat '{results_url}/node-*/status.json'",
-        # `deepep-a4 report` copies the run with `gcloud storage cp -r` (deepep_a4/gcs_source.py), then writes it.
+        # `deepep-a4 report` copies the run with `gcloud storage cp -r` (deepep_a4/store/gcs.py), then writes it.
         "reportCommand": f".venv/bin/deepep-a4 report {results_url} --stack {cfg.stack}",
         "downloadCommand": f"mkdir -p {local} && gcloud storage cp -r {results_url} {local}/",
     }

@@ -18,7 +18,7 @@ when you create the node pool"). What this stack does for it:
 - `pulumi up` does not wait for the per-node DaemonSets (staging or installer, gIB): their nodes come when
   the request is provisioned, maybe hours later. They carry `pulumi.com/skipAwait` (pulumi-kubernetes awaits a
   DaemonSet until Ready otherwise: provider/pkg/await), and `deepep-a4 run` waits instead: its install phase
-  counts the installer DaemonSet's ready pods against nodeCount (deepep_a4/run_platforms.py GkeProbe.installed)
+  counts the installer DaemonSet's ready pods against nodeCount (deepep_a4/run/platforms.py GkeProbe.installed)
   under `--install-timeout`.
 
 No Kueue: one request, made once per `up`, for a fixed set of Jobs needs no queue; GKE documents Kueue as

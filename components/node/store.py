@@ -32,7 +32,7 @@ from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
 CREATE_ROLE = "roles/storage.objectCreator"
-# The remote store build's own identity (deepep_a4/store_remote.py): made by the store project (store/).
+# The remote store build's own identity (deepep_a4/store/remote.py): made by the store project (store/).
 BUILDER_ACCOUNT_ID = "deepep-store-builder"
 LOG_WRITER_ROLE = "roles/logging.logWriter"
 # Build locks older than this are stale (store.sh ignores expired ones; nodes cannot delete them).

@@ -6,7 +6,7 @@ fails at `stage`, after its A4 capacity is paid for. So the program refuses such
 naming the two commands that fill and pin the store. A preview (`pulumi.runtime.is_dry_run()`, true for
 `pulumi preview` and the preview step of an interactive `pulumi up`) and the offline plan only warn: they
 create nothing, and the plan is where a new user learns what the stack needs. `deepep-a4 run` asks the same
-question before it starts the Pulumi CLI (deepep_a4/run_preflight.py).
+question before it starts the Pulumi CLI (deepep_a4/run/preflight.py).
 """
 
 from __future__ import annotations

@@ -15,14 +15,14 @@ from typing import Any
 import click
 
 from components.config.keys import MACHINE_SHAPES
-from deepep_a4 import plan as plan_tool
+from deepep_a4 import stackfile
 from deepep_a4.capacity import table
 
 EXIT_OK, EXIT_UNREAD, EXIT_USAGE = 0, 1, 2
 
 
 @click.command("capacity", help=(__doc__ or "").split("\n\n")[0], context_settings={"show_default": True})
-@click.option("--stack", required=True, help=plan_tool.STACK_HELP)
+@click.option("--stack", required=True, help=stackfile.STACK_HELP)
 @click.pass_context
 def command(ctx: click.Context, stack: str) -> None:
     clients = ctx.obj if isinstance(ctx.obj, table.Clients) else table.Clients()
@@ -31,8 +31,8 @@ def command(ctx: click.Context, stack: str) -> None:
 
 def execute(stack: str, clients: table.Clients, say: Any = click.echo) -> int:
     try:
-        name, _, cfg = plan_tool.load_stack(stack)
-    except plan_tool.UsageError as err:
+        name, _, cfg = stackfile.load_stack(stack)
+    except stackfile.UsageError as err:
         say("error: " + "\n".join(err.lines))
         return EXIT_USAGE
     snap = table.read(cfg.project, cfg.region, cfg.machine_type, clients)

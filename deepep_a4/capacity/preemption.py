@@ -194,7 +194,7 @@ class GceGroup:
 
 def watch(probe: Any, cfg: Any, stack: Any, say: Callable[[str], None]) -> Any:
     """The run's probe, watched when the stack runs the internode test on more than one node."""
-    from deepep_a4.run_platforms import GceProbe, GkeProbe
+    from deepep_a4.run.platforms import GceProbe, GkeProbe
     from scripts.names import NAMESPACE
 
     if "internode" not in cfg.benchmarks.tests or cfg.node_count < 2:

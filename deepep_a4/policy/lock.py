@@ -99,7 +99,7 @@ def plan_bills(shape: str) -> tuple[list[Bill], list[dict[str, Any]]]:
     """The bills and IAM grants of every resource of every variant's plan of the shape."""
     import pulumi
 
-    from deepep_a4 import plan_engine  # the workstation's plan: never imported by the pack at run time
+    from deepep_a4.plan import engine as plan_engine  # the workstation's plan: never imported by the pack at run time
 
     stack, overrides = SHAPES[shape]
     bills: list[Bill] = []

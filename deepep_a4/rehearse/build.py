@@ -1,7 +1,7 @@
 """The store builder's probe: a minimal Cloud Build in the stack's region, as the store's builder account, whose one
 step runs scripts/rehearse/probe_build.py (it writes under the store's prefix and must be refused outside it).
 
-The request is the real build's shape (deepep_a4/store_remote.py `request`): the same account
+The request is the real build's shape (deepep_a4/store/remote.py `request`): the same account
 (`deepep-store-builder`), region, CLOUD_LOGGING_ONLY logs read back with the same CloudLogs; one step in the
 probes' pinned Python image instead of three in the CUDA image, and no source archive: the step writes the probe
 files it carries, then runs the probe. That Google accepted the build at all (the region, the account, the API) is
@@ -19,8 +19,8 @@ from typing import Any
 from components import rehearsal
 from components.config import StackConfig
 from components.node.store import BUILDER_ACCOUNT_ID
-from deepep_a4 import store_remote
 from deepep_a4.rehearse.checklist import Seam, parse, seam
+from deepep_a4.store import remote as store_remote
 
 TIMEOUT_S = 600
 # Cloud Build substitutes `$NAME` in a step's args: the step carries the probes as base64, which has no `$`.

@@ -23,12 +23,13 @@ import click
 import yaml
 
 from components import config
-from deepep_a4 import options, run_preflight, stackfile
+from deepep_a4 import options, stackfile
 from deepep_a4.paths import project_root
 from deepep_a4.rehearse import checklist as checklists
 from deepep_a4.rehearse import estimate as estimates
 from deepep_a4.rehearse import stack as rehearsal_stack
 from deepep_a4.rehearse.session import MISSING_PROBES_FIX, Clients, Session, missing_probes
+from deepep_a4.run import preflight as run_preflight
 
 ROOT = project_root()
 EXIT_PASS, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CLI, EXIT_TEARDOWN = 0, 1, 2, 3, 5
@@ -74,7 +75,7 @@ def execute(name: str, dry_run: bool, deps: Deps) -> int:
     t1 = time.perf_counter()
     reh_cfg = config.parse(stackfile.project_keys({k: _text(v) for k, v in reh_raw.items()}), reh_name)
     if dry_run:
-        from deepep_a4 import plan_engine
+        from deepep_a4.plan import engine as plan_engine
 
         plan_engine.run_program(reh_name, {k: _text(v) for k, v in reh_raw.items()})
         measured[f"the rehearsal's offline plan ({reh_name})"] = time.perf_counter() - t1

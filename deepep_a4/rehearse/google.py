@@ -87,7 +87,7 @@ class PoolWatch:
 
     def deleted_by(self) -> str | None:
         if self._post is None:
-            from deepep_a4.store_remote import google_post
+            from deepep_a4.store.remote import google_post
 
             self._post = google_post()
         # The audit entry names the pool as projects/P/locations/L/... or projects/P/zones/Z/...: match its tail

@@ -11,7 +11,7 @@ import yaml
 from components import rehearsal
 from components.config.keys import PROJECT_NAME
 from deepep_a4 import stackfile
-from deepep_a4.run_platforms import AutomationStack
+from deepep_a4.run.platforms import AutomationStack
 
 
 def stack_name(stack: str) -> str:

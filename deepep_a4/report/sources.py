@@ -205,7 +205,7 @@ def _k8s_factory(spec: str, args: SourceArgs) -> Source:
 register_source("k8s", _k8s_factory)
 
 # gs://BUCKET/PREFIX: the GCE VMs' results in the stack's bucket, copied with `gcloud storage cp -r`.
-from deepep_a4.gcs_source import make_gs_factory  # noqa: E402  (registers after PathSource exists)
+from deepep_a4.store.gcs import make_gs_factory  # noqa: E402  (registers after PathSource exists)
 
 register_source("gs", make_gs_factory(PathSource))
 

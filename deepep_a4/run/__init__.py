@@ -1,1 +1,2 @@
-"""`deepep-a4 run`: the pieces moved out of deepep_a4/run_*.py."""
+"""`deepep-a4 run`: preflight, up, install wait, benchmarks, report, destroy (command.py), the platforms' probes
+(platforms.py), the checks before anything is created (preflight.py) and its help text (help.py)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# `deepep-a4 run`'s exit statuses (deepep_a4/run_benchmark.py returns them).
+# `deepep-a4 run`'s exit statuses (deepep_a4/run/command.py returns them).
 EXIT_PASS, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_NO_CLI, EXIT_FAILED, EXIT_DESTROY_FAILED, EXIT_INTERRUPTED = (
     0,
     1,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Rehearsal probe: the store builder's seams, as the one step of a minimal Cloud Build that the rehearsal submits
-in the stack's region as the store's builder account (deepep-store-builder, deepep_a4/store_remote.py), in a
+in the stack's region as the store's builder account (deepep-store-builder, deepep_a4/store/remote.py), in a
 python3 image pinned by digest. The step reaches Google through the build's metadata server, as the real
 build's publish step does (scripts/install/store.sh `_gcs_token`).
 

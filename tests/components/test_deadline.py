@@ -12,7 +12,7 @@ import pytest
 
 from components import deadline
 from components.gke import deadline as gke_deadline
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 JOB = "gcp:cloudscheduler/job:Job"

@@ -16,7 +16,7 @@ from components import artifacts, config
 from components.config import images, keys
 from components.gce import startup as gce_startup
 from components.node import installer
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.components.gke.test_pod_security import skipped_checks
 from tests.conftest import of_type, one, plan, stack_config
 

@@ -9,7 +9,8 @@ from functools import cache
 import pytest
 
 from ci import rehearsal_diff as plan_diff
-from deepep_a4 import plan, plan_engine
+from deepep_a4.plan import command as plan
+from deepep_a4.plan import engine as plan_engine
 from deepep_a4.rehearse import stack as rehearsal_stack
 
 STACKS = ("gke-b200", "gce-b200", "gke-b200-ubuntu", "gce-b200-ubuntu")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from components import rehearsal
-from deepep_a4 import plan, plan_engine
+from deepep_a4.plan import command as plan
+from deepep_a4.plan import engine as plan_engine
 from deepep_a4.rehearse import build
 from deepep_a4.rehearse import stack as rehearsal_stack
 

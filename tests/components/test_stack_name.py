@@ -16,7 +16,7 @@ import pytest
 
 from components.config import parse
 from components.config.model import stack_label
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import stack_config
 
 PULUMI_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")

@@ -19,7 +19,7 @@ import pulumi
 import pytest
 
 from components.node import pins, store_gate
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.components.node.test_pins import NVSHMEM, NVSHMEM_URL, Downloads, cfg_of, digest_of
 from tests.conftest import ROOT, of_type, plan, stack_config
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import stack_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from components import config
-from deepep_a4 import cost, plan_engine
-from deepep_a4 import plan as plan_script
+from deepep_a4 import cost
+from deepep_a4.plan import command as plan_script
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import of_type, plan, stack_config
 
 INSTANCE = "gcp:compute/instance:Instance"

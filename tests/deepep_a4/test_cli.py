@@ -90,8 +90,8 @@ def test_options_show_their_defaults(sub: str, option: str, default: str) -> Non
 
 
 def test_run_and_report_are_click_commands_called_as_functions_too() -> None:
-    from deepep_a4 import run_benchmark
     from deepep_a4.report import cli as report_cli
+    from deepep_a4.run import command as run_benchmark
 
     assert cli.main.commands["run"] is run_benchmark.command  # type: ignore[attr-defined]
     assert cli.main.commands["report"] is report_cli.command  # type: ignore[attr-defined]

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from components import config
-from deepep_a4 import plan, stackfile
+from deepep_a4 import stackfile
+from deepep_a4.plan import command as plan
 
 
 def project(tmp_path: Path, body: str, stack: str = "t") -> Path:

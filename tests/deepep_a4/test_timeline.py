@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client as k
 
 from deepep_a4 import timeline as tl
-from deepep_a4.bringup_table import Expected
+from deepep_a4.expected_times import Expected
 
 UTC = dt.UTC
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from components import config
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts.bench import preflight, run_bench
 from tests.conftest import ROOT
 

@@ -14,7 +14,7 @@ import pytest
 from components import config
 from components.gce import bench as gce_bench
 from components.gce import fleet as gce
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, stack_config
 
 STAGE = ROOT / "scripts" / "gce" / "bench_stage.py"

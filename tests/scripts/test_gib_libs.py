@@ -19,7 +19,7 @@ import pytest
 from components import config
 from components.gke import bench as gke_bench
 from components.node import installer
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts import payload
 from tests.conftest import stack_config
 

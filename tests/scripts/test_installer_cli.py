@@ -9,7 +9,7 @@ import pytest
 
 from components import artifacts, config
 from components.node import installer
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import stack_config
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, plan
-from tests.deepep_a4.test_store import FakeGcs, sh
+from tests.deepep_a4.store.test_sources import FakeGcs, sh
 
 # A curl that writes its argv (one argument a line) to $ARGV_LOG, then runs the real one.
 FAKE_CURL = """#!/bin/bash

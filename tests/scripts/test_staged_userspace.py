@@ -27,10 +27,12 @@ import pytest
 
 from components import config
 from components.node import installer, staging
-from deepep_a4 import plan_engine, store, store_build
+from deepep_a4.plan import engine as plan_engine
+from deepep_a4.store import command as store_build
+from deepep_a4.store import sources as store
 from tests.components.node.test_installer import Machine
 from tests.conftest import stack_config
-from tests.deepep_a4.test_store import FakeGcs
+from tests.deepep_a4.store.test_sources import FakeGcs
 
 GKE, GCE = "gke-b200", "gce-b200"
 # Commands that touch the host: none may run in the supported profile's node phases.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deepep_a4.test_store import sh
+from tests.deepep_a4.store.test_sources import sh
 
 AS_ROOT = os.geteuid() == 0
 
@@ -141,7 +141,7 @@ _restore artifacts/t/key.tar.gz "$CACHE/t.tar.gz" "$T/out" && echo restored
 @pytest.mark.parametrize(("recorded", "ok"), [("1048576", True), ("1000", False)])
 def test_a_single_archive_unpacks_no_more_than_the_manifest_records(tmp_path: Path, recorded: str, ok: bool) -> None:
     """A 1 KB tar.gz of zeros unpacks to 1 MB: the manifest the stack pins records each archive's unpacked bytes
-    (deepep_a4/store_build.py manifest_text, the publish step alike), and the node refuses more."""
+    (deepep_a4/store/command.py manifest_text, the publish step alike), and the node refuses more."""
     tar_of(tmp_path / "a.tar.gz", [(member("zeros"), bytes(1 << 20))], gz=True)
     assert (tmp_path / "a.tar.gz").stat().st_size < 4096
     out = sh(tmp_path, PINNED, BYTES=recorded, DEEPEP_STORE_URL=str(tmp_path / "store"))

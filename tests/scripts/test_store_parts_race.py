@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.deepep_a4.test_store import sh
+from tests.deepep_a4.store.test_sources import sh
 
 PARTS = 16
 

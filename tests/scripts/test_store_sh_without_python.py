@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.deepep_a4.test_store import FakeGcs, sh
+from tests.deepep_a4.store.test_sources import FakeGcs, sh
 
 # What store.sh and test_store's prelude call, and nothing else (the image's tools, python3 not among them).
 TOOLS = "bash curl sed grep tr head cut cat sha256sum mktemp mkdir rm mv cp chmod dirname date tar gzip".split()

@@ -7,7 +7,8 @@ import pytest
 
 from components import config
 from components.config.rules import HOST_INSTALL_KEYS
-from deepep_a4 import plan_engine, stackfile
+from deepep_a4 import stackfile
+from deepep_a4.plan import engine as plan_engine
 
 ROOT = plan_engine.ROOT
 

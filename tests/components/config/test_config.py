@@ -11,7 +11,7 @@ import yaml
 from components import config
 from components.config import images, keys, upstream, versions
 from components.config.model import VersionOverride
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, stack_config
 
 # The rules below are the host-install profile's (the field reports' path); the supported profile's own rules and

@@ -35,7 +35,7 @@ import pytest
 from components import config
 from components.config import rules_inputs
 from deepep_a4 import stackfile
-from deepep_a4.bringup_table import expected_bringup
+from deepep_a4.expected_times import expected_bringup
 from tests.conftest import ROOT
 
 GKE, GCE, GKE_HOST, GCE_HOST = "gke-b200", "gce-b200", "gke-b200-ubuntu", "gce-b200-ubuntu"

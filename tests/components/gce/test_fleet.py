@@ -16,7 +16,7 @@ from components.config.model import ImageRef
 from components.gce import bench as gce_bench
 from components.gce import fleet as gce
 from components.gce import results as gce_results
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts import payload
 from tests.conftest import ROOT, PlanCommand, of_type, one, plan, stack_config
 
@@ -30,7 +30,7 @@ ACCOUNT = "gcp:serviceaccount/account:Account"
 STACK = "gce-b200-ubuntu"
 
 
-# What the offline plan's mocked image lookup answers for the default family (deepep_a4/plan_engine.py).
+# What the offline plan's mocked image lookup answers for the default family (deepep_a4/plan/engine.py).
 MOCK_PLAIN_IMAGE = (
     "https://www.googleapis.com/compute/v1/projects/ubuntu-os-cloud/global/images/"
     + plan_engine.MOCK_IMAGES["ubuntu-2404-lts-amd64"]
@@ -348,7 +348,8 @@ def test_bucket_name_fits_63_characters() -> None:
 
 def test_only_grant_is_object_admin_on_this_bucket_for_the_vm_account(gce_plan: plan_engine.PlanResult) -> None:
     cfg = cfg_of()
-    # Besides the artifact store's prefix grants (tests/deepep_a4/test_store.py), one grant on the results bucket.
+    # Besides the artifact store's prefix grants (tests/deepep_a4/store/test_sources.py), one grant on the
+    # results bucket.
     grant = one(gce_plan, BUCKET_IAM, "gce-results-vm-writer")["inputs"]
     account_id = one(gce_plan, ACCOUNT)["inputs"]["accountId"]
     assert grant == {
@@ -380,7 +381,7 @@ def test_outputs(gce_plan: plan_engine.PlanResult) -> None:
 
 
 def test_plan_command_shows_the_gce_stack(tmp_path: Any, plan_command: PlanCommand) -> None:
-    proc, _ = plan_command("deepep_a4.plan", "--stack", STACK, out=tmp_path)
+    proc, _ = plan_command("deepep_a4.plan.command", "--stack", STACK, out=tmp_path)
     assert proc.returncode == 0, proc.stderr
     for token in (INSTANCE, ADDRESS, POLICY, BUCKET, BUCKET_IAM, ACCOUNT, "iapSshCommands", "bucketUrl"):
         assert token in proc.stdout, token

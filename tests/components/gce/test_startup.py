@@ -17,7 +17,7 @@ import pytest
 
 from components import config
 from components.gce import bench as gce_bench
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts import payload
 from tests.conftest import of_type, stack_config
 

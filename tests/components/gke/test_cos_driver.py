@@ -19,7 +19,7 @@ import yaml
 
 from components.config import ConfigError, parse
 from components.gke import cos_driver
-from deepep_a4.plan import kubernetes_manifests
+from deepep_a4.plan.command import kubernetes_manifests
 from tests.conftest import of_type, plan
 
 BUILD = "570.172.08"

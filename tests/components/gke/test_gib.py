@@ -11,7 +11,7 @@ import pytest
 from components.gke import gib as gke_gib
 from components.gke import objects as gke_objects
 from components.gke import pod_security as gke_pod_security
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts import payload
 from scripts.bench.what_ran import GIB_VERSION_FILE
 from tests.components.gke.test_workloads import DS, GIB_DS, INSTALLER_DS, JOB, SHELLCHECK, Built, build

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from deepep_a4.plan import kubernetes_manifests
+from deepep_a4.plan.command import kubernetes_manifests
 from tests.conftest import plan
 
 ROOT = Path(__file__).resolve().parents[3]

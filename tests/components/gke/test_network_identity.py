@@ -21,8 +21,8 @@ import yaml
 
 from components.config.parse import parse
 from components.gke.objects import installer_ksa
-from deepep_a4 import plan_engine
-from deepep_a4.plan import kubernetes_manifests
+from deepep_a4.plan import engine as plan_engine
+from deepep_a4.plan.command import kubernetes_manifests
 from scripts import names
 from tests.components.gke import identity as gid
 from tests.components.k8s_netpol import Endpoint, Pod, connects, dns_paths, ingress_allowed

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from components.gke.network_resources import RESOURCE_PREFIX, named_networks
-from deepep_a4.plan import kubernetes_manifests
+from deepep_a4.plan.command import kubernetes_manifests
 from tests.conftest import plan
 from tests.scripts.test_stage_init_networks import advertised
 

@@ -15,7 +15,7 @@ from ci.gates import k8s_schemas
 from components import config
 from components.gke import cluster as gke_cluster
 from components.gke import nodepool as gke_nodepool
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, of_type, one, plan, stack_config
 
 CLUSTER = "gcp:container/cluster:Cluster"

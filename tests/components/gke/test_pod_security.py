@@ -9,7 +9,7 @@ import pytest
 from components import config
 from components.gke import bench as gke_bench
 from components.gke import pod_security as security
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.components.gke.test_workloads import GIB_DS, INSTALLER_DS, JOB, STACK, Built, build
 from tests.conftest import stack_config
 

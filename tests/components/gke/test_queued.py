@@ -10,8 +10,8 @@ import yaml
 
 from ci.gates import k8s_schemas
 from components.gke import queued
-from deepep_a4 import plan_engine
-from deepep_a4.plan import kubernetes_manifests
+from deepep_a4.plan import engine as plan_engine
+from deepep_a4.plan.command import kubernetes_manifests
 from tests.conftest import plan
 
 DEFS = k8s_schemas._definitions("1.33")

@@ -25,7 +25,7 @@ from components.gke import installer as gke_installer
 from components.gke import objects as gke_objects
 from components.gke import workloads as gke_workloads
 from components.gke.nodepool import GPU_TAINT_KEY, NODE_POOL_LABEL_KEY, NODE_POOL_LABEL_VALUE
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from scripts import payload
 from tests.conftest import of_type, plan, stack_config
 

@@ -24,7 +24,7 @@ from components.config import keys, upstream
 from components.gce import shell_comments
 from components.gce import startup as gce_startup
 from components.node import installer
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, stack_config
 
 FIXTURES = ROOT / "tests" / "fixtures" / "install"

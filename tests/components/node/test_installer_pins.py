@@ -19,7 +19,7 @@ import pytest
 from components import artifacts, config
 from components.config import upstream, versions
 from components.node import installer, pins
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, stack_config
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -240,7 +240,7 @@ def test_the_cited_pins_match_the_urls_they_were_published_for() -> None:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_plan_says_what_waits_for_the_store_manifest(stack: str) -> None:
-    from deepep_a4 import plan as plan_tool
+    from deepep_a4.plan import command as plan_tool
 
     cfg, _ = rendered(stack)
     lines = plan_tool.store_warnings(cfg, stack)

@@ -18,7 +18,7 @@ from components import config
 from components.gce import bench as gce_bench
 from components.gke.installer import configmap_key
 from components.node import installer, pins
-from deepep_a4 import plan_engine
+from deepep_a4.plan import engine as plan_engine
 from tests.components.gce.test_startup import packed_files
 from tests.conftest import of_type, one, stack_config
 
@@ -115,7 +115,7 @@ def test_the_plan_and_a_preview_carry_the_stand_in_and_download_nothing() -> Non
 
 
 def test_the_plan_says_which_digests_are_stand_ins(tmp_path: Path) -> None:
-    from deepep_a4 import plan as plan_tool
+    from deepep_a4.plan import command as plan_tool
 
     lines = plan_tool.store_warnings(cfg_of(), "gce-b200-ubuntu")
     assert any(line.startswith("STAND-IN: the sha256 of " + ", ".join(GCE_FIRST_UP)) for line in lines), lines

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from components.node import store
-from deepep_a4 import plan as plan_tool
-from deepep_a4 import plan_engine, stackfile
+from deepep_a4 import stackfile
+from deepep_a4.plan import command as plan_tool
+from deepep_a4.plan import engine as plan_engine
 from tests.conftest import ROOT, of_type, plan, stack_config
 
 EXAMPLES = ("gke-b200", "gce-b200")  # the example stacks this repository ships (a user may add others)

@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 from components import config
-from deepep_a4 import run_benchmark as rb
-from deepep_a4 import run_platforms, stackfile
+from deepep_a4 import stackfile
 from deepep_a4.capacity import fallback
+from deepep_a4.run import command as rb
+from deepep_a4.run import platforms as run_platforms
 from tests.conftest import ROOT, stack_config
-from tests.deepep_a4.test_run_preflight import Cli, deepep_run
-from tests.deepep_a4.test_run_preflight import cli as cli  # the stand-in CLI fixture
+from tests.deepep_a4.run.test_preflight import Cli, deepep_run
+from tests.deepep_a4.run.test_preflight import cli as cli  # the stand-in CLI fixture
 
 
 def parsed(stack: str, **overrides: Any) -> config.StackConfig:

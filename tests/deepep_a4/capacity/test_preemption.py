@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes import client
 
-from deepep_a4 import run_benchmark as rb
 from deepep_a4.capacity import preemption
-from tests.deepep_a4.test_run_benchmark import FakeProbe, FakeStack, ready
+from deepep_a4.run import command as rb
+from tests.deepep_a4.run.test_command import FakeProbe, FakeStack, ready
 
 NS = "deepep-a4"
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from components import config
-from deepep_a4 import plan_engine, stackfile
+from deepep_a4 import stackfile
 from deepep_a4.engine import config_pipeline as pipeline
 from deepep_a4.engine import yaml_v3
+from deepep_a4.plan import engine as plan_engine
 
 ROOT = plan_engine.ROOT
 EXAMPLES = ["gke-b200", "gce-b200", "gke-b200-ubuntu", "gce-b200-ubuntu"]

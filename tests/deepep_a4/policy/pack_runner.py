@@ -10,7 +10,7 @@ from typing import Any
 
 from deepep_a4.policy import rules
 from tests.conftest import plan
-from tests.deepep_a4.test_policy import engine_like
+from tests.deepep_a4.policy.test_pack import engine_like
 
 Resources = list[rules.Resource]
 

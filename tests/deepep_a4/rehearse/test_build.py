@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from components import rehearsal
-from deepep_a4 import plan
+from deepep_a4.plan import command as plan
 from deepep_a4.rehearse import build
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deepep_a4 import run_benchmark as rb
 from deepep_a4.rehearse import checklist as checklists
 from deepep_a4.rehearse import gate
+from deepep_a4.run import command as rb
 from tests.conftest import stack_config
 
 

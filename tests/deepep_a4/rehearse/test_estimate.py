@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deepep_a4 import plan
+from deepep_a4.plan import command as plan
 from deepep_a4.rehearse import command, estimate
 
 

@@ -17,7 +17,7 @@ import yaml
 from deepep_a4.rehearse import checklist as checklists
 from deepep_a4.rehearse import command
 from tests.conftest import ROOT
-from tests.deepep_a4.test_run_preflight import Cli, cli  # noqa: F401 - the stand-in's fixture
+from tests.deepep_a4.run.test_preflight import Cli, cli  # noqa: F401 - the stand-in's fixture
 
 MANIFEST = "a" * 64
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("scripts.rehearse.probe_deadline")
 
 from components import rehearsal
-from deepep_a4 import plan
+from deepep_a4.plan import command as plan
 from deepep_a4.rehearse import stack as rehearsal_stack
 from deepep_a4.rehearse.checklist import Checklist
 from deepep_a4.rehearse.session import Clients, Session
