@@ -25,7 +25,7 @@ from components.deadline import stack_deadline  # noqa: E402
 from components.gce.platform import build_gce_platform  # noqa: E402
 from components.gke.platform import build_gke_platform  # noqa: E402
 from components.network import A4Network, A4NetworkArgs  # noqa: E402
-from components.node.store_gate import refuse_unpinned_up  # noqa: E402
+from components.node.manifest_gate import refuse_unpinned_up  # noqa: E402
 from deepep_a4 import stackfile  # noqa: E402
 
 # Pulumi reads a stack file into ProjectStack and drops any other top-level key (a `deepep-a4:ttl` written outside
@@ -49,7 +49,7 @@ except config.ConfigError as err:
     raise pulumi.RunError(str(err)) from None
 
 # No paid machine without a store: a real `up` of a supported-profile stack with no pinned manifest stops
-# here, before any resource; a preview and the offline plan only warn (components/node/store_gate.py).
+# here, before any resource; a preview and the offline plan only warn (components/node/manifest_gate.py).
 refuse_unpinned_up(cfg)
 
 # Fixed at the first `pulumi up`; after it, `pulumi up` is refused. Every gcp resource waits for that check

@@ -54,7 +54,7 @@ PROBE_STAGE = "probe_stage.py"
 PROBE_INTERNODE = "probe_internode.py"
 PROBE_GCE_VM = "probe_gce_vm.py"
 # One address the staging pod's egress must refuse: Cloud Storage's name on plain HTTP (the policy opens 443 only;
-# components/gke/stage_access.py).
+# components/gke/staging_access.py).
 DENIED_TARGET = "storage.googleapis.com:80"
 # The benchmark the rehearsal keeps, as its probe: the internode pair (the Indexed Job's shape, its Service and
 # policies). The single-node GPU tests have nothing to prove on a CPU machine.
@@ -101,5 +101,5 @@ def probe_files() -> dict[str, str]:
 
 def name_prefix(real_prefix: str) -> str:
     """The rehearsal's resource names: the real stack's prefix and `-r`, so both can live in one project
-    (namePrefix is at most 30 characters: components/config/rules.py)."""
+    (namePrefix is at most 30 characters: components/config/rules/__init__.py)."""
     return real_prefix[:27].rstrip("-") + "-rh"

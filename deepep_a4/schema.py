@@ -77,7 +77,7 @@ def settings_markdown() -> str:
         "Every key of the `deepep-a4` namespace, set in `stacks/Pulumi.<stack>.yaml` as "
         "`deepep-a4:<key>: <value>`. Generated from `components/config/keys.py`; rules that involve",
         "several keys (capacity, versions that work together, network sizes) are in "
-        "`components/config/rules.py`, and a stack that breaks any of them is refused before anything exists,",
+        "`components/config/rules/__init__.py`, and a stack that breaks any of them is refused before anything exists,",
         "with one line per problem.",
         "",
         "Values are read as Pulumi reads them: as the text written (`ttl: off` is the word off). Keys need",

@@ -28,7 +28,7 @@ START_FIRST = (
     "tests/test_user_stack.py::test_the_checks_that_walk_stacks_pass_with_a_users_stack",
     "tests/deepep_a4/store/test_sources.py::test_artifact_keys_follow_what_made_the_bytes_and_nothing_else",
     "tests/components/gce/test_fleet.py::test_plan_of_64_vms_is_fast_and_grows_linearly",
-    "tests/test_docs.py::test_every_deepep_a4_command_in_the_docs_names_a_real_subcommand_and_flags",
+    "tests/docs/test_pages.py::test_every_deepep_a4_command_in_the_docs_names_a_real_subcommand_and_flags",
     "tests/deepep_a4/plan/test_command.py::test_plan_of_every_stack_writes_plan_json",
 )
 

@@ -20,7 +20,7 @@ STACK_WALKERS = [
     "tests/deepep_a4/test_results.py::test_unknown_stack_lists_the_available_ones",
     "tests/deepep_a4/test_results.py::test_a_known_stack_is_not_refused",
     "tests/test_readme.py",
-    "tests/test_docs.py",
+    "tests/docs/test_pages.py",
 ]
 
 

@@ -196,7 +196,7 @@ class StackConfig:
     # supported: Google's node image and driver, user space staged from the store; host-install: the field
     # reports' path (keys.py NODE_PROFILES).
     node_profile: str = "supported"
-    # `capacity`: the ordered (zone, provisioning) tries of `deepep-a4 run` (components/config/rules_capacity.py).
+    # `capacity`: the ordered (zone, provisioning) tries of `deepep-a4 run` (components/config/rules/capacity.py).
     capacity: tuple[tuple[str, str], ...] = ()
     # `deepep-a4 rehearse`: the plan on CPU machines with probes (components/rehearsal.py).
     rehearsal: bool = False

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from components.config import model, rules_capacity
+from components.config import model
 from components.config.keys import KEYS, KEYS_BY_NAME, MACHINE_SHAPES, PROJECT_NAME, ConfigError, Key, Problem
+from components.config.rules import capacity as rules_capacity
 from components.config.rules import (
     check_benchmarks,
     check_capacity,
@@ -25,17 +26,17 @@ from components.config.rules import (
     parse_ttl,
     profile_defaults,
 )
-from components.config.rules_bench import check_bench_shapes
-from components.config.rules_deepep import check_deepep_api, deepep_defaults
-from components.config.rules_driver import check_cos_driver
-from components.config.rules_inputs import (
+from components.config.rules.bench import check_bench_shapes
+from components.config.rules.deepep import check_deepep_api, deepep_defaults
+from components.config.rules.driver import check_cos_driver
+from components.config.rules.inputs import (
     check_endpoint,
     check_gce_image_os,
     check_range_sizes,
     check_traffic_class,
     check_ttl_bringup,
 )
-from components.config.rules_versions import check_versions, parse_overrides
+from components.config.rules.versions import check_versions, parse_overrides
 from components.config.versions import NODE_IMAGE_TYPES
 
 

@@ -22,7 +22,7 @@ from components.gce.fleet import (
 from components.gce.results import GceResultsBucket, GceResultsBucketArgs, bucket_name
 from components.network import A4Network
 from components.node import pins
-from components.node.store import store_access
+from components.node.store_grants import store_access
 
 STARTUP_SCRIPT_ARTIFACT = "gce/startup-script.sh"
 

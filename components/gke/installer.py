@@ -23,7 +23,7 @@ from components.config import StackConfig
 from components.gke import pod_security as security
 from components.gke import rehearsal as gke_rehearsal
 from components.gke import stage as gke_stage
-from components.gke import stage_access as gke_stage_access
+from components.gke import staging_access as gke_stage_access
 from components.gke.node_policy import InstallerNodePolicy
 from components.gke.objects import (
     INSTALL_ROOT,

@@ -26,7 +26,7 @@ INSTALLER_LABELS = {**PART_OF, "app.kubernetes.io/name": INSTALLER_NAME}
 
 def installer_ksa(stack: str) -> str:
     """The installer's Kubernetes service account, named for the stack. Its Workload Identity principal
-    (`.../subject/ns/NAMESPACE/sa/KSA`, components/gke/stage_access.py) is then one stack's: a principal names
+    (`.../subject/ns/NAMESPACE/sa/KSA`, components/gke/staging_access.py) is then one stack's: a principal names
     the project's pool, namespace and KSA only, not the cluster, so with one fixed name any cluster of the
     project with that namespace and KSA would get the store grant. The stack name lowered to a DNS label
     (Kubernetes object names: RFC 1123 subdomains), cut to fit 63 characters, plus 6 hex of its sha256 so

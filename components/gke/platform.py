@@ -25,9 +25,9 @@ from components.gke.nodepool import (
     SystemNodePoolArgs,
 )
 from components.gke.rendezvous import RendezvousFirewall
-from components.gke.stage_access import staging_principal
+from components.gke.staging_access import staging_principal
 from components.network import A4Network
-from components.node.store import store_access
+from components.node.store_grants import store_access
 
 
 def gcp_provider_of(opts: pulumi.ResourceOptions) -> pulumi.ProviderResource | None:

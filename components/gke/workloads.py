@@ -66,7 +66,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
-from components.config.rules_driver import COS_INSTALLER
+from components.config.rules.driver import COS_INSTALLER
 from components.gke import queued
 from components.gke import rehearsal as gke_rehearsal
 from components.gke.bench import BenchmarkJobs, BenchmarkJobsArgs, bench_pod_spec

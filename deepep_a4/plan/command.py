@@ -26,7 +26,8 @@ import pulumi
 
 from components import config
 from components.gke import gib as gke_gib
-from components.node import installer, pins, staging, store
+from components.node import installer, pins, staging
+from components.node import store_grants as store
 from deepep_a4 import cost, options
 from deepep_a4.capacity import models as capacity_models
 from deepep_a4.expected_times import expected_bringup

@@ -213,7 +213,8 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def bucket(self, name: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         """A MOCK of Cloud Storage's answer for the artifact store's bucket, not a fact: a bucket of the
-        stack's project. The offline plan cannot see the real one; `pulumi up` reads it (components/node/store.py).
+        stack's project. The offline plan cannot see the real one; `pulumi up` reads it
+        (components/node/store_grants.py).
         Tests replace this method to answer as Cloud Storage does for a missing or a foreign bucket."""
         return {
             "name": name,

@@ -131,7 +131,7 @@ def template(text: str, ctx: Context) -> str:
         out = out.replace(ctx.prefix, "{stack}").replace(ctx.prefix.replace("-", "_"), "{stack_}")
     if ctx.project:
         out = re.sub(rf"(?<![a-z0-9-]){re.escape(ctx.project)}(?![a-z0-9-])", "{project}", out)
-    # A store grant's condition (components/node/store.py prefix_condition): the bucket and the prefix are the
+    # A store grant's condition (components/node/store_grants.py prefix_condition): the bucket and the prefix are the
     # user's; conditions.py judges the prefix against the declared one.
     out = re.sub(r'buckets/[a-z0-9._-]+/objects/[^"]*', "buckets/{bucket}/objects/{prefix}", out)
     # The region and zone (config), and the machine type a pool is named for, are the user's choice.

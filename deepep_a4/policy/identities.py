@@ -32,7 +32,7 @@ SHARED_ACCOUNTS = (
     (re.compile(r"/subject/ns/\*|/attribute\.|principalSet://"), "a set of principals"),
 )
 # Where each of our accounts may run something (components/gke/nodepool.py, deadline.py, gce_fleet.py,
-# components/node/store.py): by the account id's suffix, the resource types that may name it as the
+# components/node/store_grants.py): by the account id's suffix, the resource types that may name it as the
 # identity they run as. IAM members name them as grantees, not runners: not judged here.
 OUR_ACCOUNT = re.compile(r"deepep-[a-z0-9-]+-(nodes|system|deadline|vms|builder)@[a-z0-9-]+\.iam\.gserviceaccount\.com")
 RUNS_AS_KEYS = frozenset({"serviceAccount", "serviceAccountEmail", "email", "serviceAccountName"})

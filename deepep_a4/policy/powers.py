@@ -40,7 +40,7 @@ ALLOWED_ROLES: dict[str, str] = {
     "roles/storage.objectViewer": "gcp:storage/",
     "roles/storage.objectCreator": "gcp:storage/",
     "roles/storage.objectAdmin": "gcp:storage/",
-    # The store builder writes its Cloud Build log (components/node/store.py StoreBuilder).
+    # The store builder writes its Cloud Build log (components/node/store_grants.py StoreBuilder).
     "roles/logging.logWriter": "gcp:projects/",
 }
 # Roles that act as another identity or change who may: never granted by the stack, to anyone

@@ -18,7 +18,7 @@ from typing import Any
 
 from components import rehearsal
 from components.config import StackConfig
-from components.node.store import BUILDER_ACCOUNT_ID
+from components.node.store_grants import BUILDER_ACCOUNT_ID
 from deepep_a4.rehearse.checklist import Seam, parse, seam
 from deepep_a4.store import remote as store_remote
 

@@ -18,7 +18,7 @@
    `NewPolicyAnalyzer`). The pack imports this project's rules (policy/requirements.txt is `-e ..[policy]`),
    so policy/venv is made a link to the environment `deepep-a4` runs in: the rules the tests ran are the
    rules enforced, with no second download of the SDKs; it needs pulumi-policy there (the `policy` extra).
-4. The store: a supported-profile stack with no pinned manifest (components/node/store_gate.py).
+4. The store: a supported-profile stack with no pinned manifest (components/node/manifest_gate.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from components.config import StackConfig
-from components.node import store_gate
+from components.node import manifest_gate as store_gate
 from deepep_a4.paths import project_root
 
 ROOT = project_root()

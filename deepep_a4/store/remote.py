@@ -47,7 +47,7 @@ import click
 
 from components.config import StackConfig
 from components.node import installer, staging
-from components.node.store import BUILDER_ACCOUNT_ID, split_store_url
+from components.node.store_grants import BUILDER_ACCOUNT_ID, split_store_url
 from deepep_a4.store import sources as store
 from deepep_a4.store.cloud_build import BUILD_SH, PUBLISH_SH
 from deepep_a4.store.estimate import MACHINE_TYPE, TIMEOUT_S

@@ -67,7 +67,7 @@ RDMA_TESTS, device_problem = preflight.RDMA_TESTS, preflight.device_problem
 MAX_REPEATS, RunnerSettings = bench_settings.MAX_REPEATS, bench_settings.RunnerSettings
 transport_of, what_ran = bench_ran.transport_of, bench_ran.what_ran
 
-# The runner ships without scripts/names.py; these equal its EXIT_* (tests/scripts/test_bench_runner.py checks).
+# The runner ships without scripts/names.py; these equal its EXIT_* (tests/scripts/bench/test_runner.py checks).
 EXIT_OK, EXIT_FAILED, EXIT_UNPROVEN = 0, 1, 3
 
 # -- one test --------------------------------------------------------------------------------------

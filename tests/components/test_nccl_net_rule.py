@@ -30,7 +30,7 @@ from components.gke import bench as gke_bench
 from components.gke import objects as gke_objects
 from scripts.bench import bench_env, run_bench
 from tests.components.gke.test_workloads import JOB, Built, build
-from tests.scripts.test_bench_runner import fake_deepep, run
+from tests.scripts.bench.test_runner import fake_deepep, run
 
 INTERNAL_PLUGINS = ("IB", "Socket")
 

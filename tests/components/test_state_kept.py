@@ -18,7 +18,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.node import pins, store_gate
+from components.node import manifest_gate as store_gate
+from components.node import pins
 from deepep_a4.plan import engine as plan_engine
 from tests.components.node.test_pins import NVSHMEM, NVSHMEM_URL, Downloads, cfg_of, digest_of
 from tests.conftest import ROOT, of_type, plan, stack_config

@@ -209,5 +209,5 @@ def test_the_artifact_store_is_the_one_exception_and_not_in_a_benchmark_stack() 
         assert store and {r["type"] for r in store} == {"gcp:storage/bucketIAMMember:BucketIAMMember"}
         buckets = [r["inputs"]["name"] for r in result.resources if r["type"] == "gcp:storage/bucket:Bucket"]
         assert "deepep-a4-demo-artifacts" not in buckets
-    program = (ROOT / "store/__main__.py").read_text() + (ROOT / "components/node/store.py").read_text()
+    program = (ROOT / "store/__main__.py").read_text() + (ROOT / "components/node/store_grants.py").read_text()
     assert "protect=True" in program

@@ -3,7 +3,7 @@
 
 The V1 figures are the real 2 x H200 run (tests/fixtures/bench/h200x2_run.log); the V2 figures are the lines
 tests/elastic/test_ep.py prints (tests/fixtures/bench/v2_elastic_synth.log, synthesized from its f-strings: see
-tests/scripts/test_bench_parse_elastic.py). A real V2 log replaces it once a run gives one.
+tests/scripts/bench/test_parse_elastic.py). A real V2 log replaces it once a run gives one.
 """
 
 from __future__ import annotations

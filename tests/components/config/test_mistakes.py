@@ -2,7 +2,7 @@
 names the key and the value and says what is allowed, by the rule of the system that receives the value; and the
 allowed neighbours of each, which must still pass.
 
-The receiving systems' rules, as the checks cite them (components/config/rules_inputs.py, rules.py, parse.py):
+The receiving systems' rules, as the checks cite them (components/config/rules/inputs.py, rules.py, parse.py):
 - DeepEP at the pinned commit 29d31c0 (deepseek-ai/DeepEP): tests/test_intranode.py and test_low_latency.py
   `assert num_experts % num_ranks == 0`; tests/test_internode.py `assert num_experts % num_ranks == 0 and
   num_local_ranks == 8`; csrc/kernels/launch.cuh SWITCH_RANKS (2, 4, 8), SWITCH_RDMA_RANKS (2, 3, 4, 6, 8, 12, 16,
@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from components import config
-from components.config import rules_inputs
+from components.config.rules import inputs as rules_inputs
 from deepep_a4 import stackfile
 from deepep_a4.expected_times import expected_bringup
 from tests.conftest import ROOT

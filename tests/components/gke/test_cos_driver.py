@@ -1,6 +1,6 @@
 """`gkeGpuDriver: cos-installer`: GKE's driver installation disabled, Google's COS driver installer pinned to one build.
 
-Checked against the sources the module imitates (components/gke/cos_driver.py, components/config/rules_driver.py):
+Checked against the sources the module imitates (components/gke/cos_driver.py, components/config/rules/driver.py):
 - GKE's NodeConfig enum: INSTALLATION_DISABLED is how a pool leaves the driver to the user
   (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig#gpudriverversion);
 - Google's DaemonSet (GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/cos/

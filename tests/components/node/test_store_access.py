@@ -1,5 +1,5 @@
-"""The artifact store as a benchmark stack uses it (components/node/store.py, docs/store.md): opt-in in the example
-stacks, nothing of ours named once the user set their project, and the bucket read before any grant."""
+"""The artifact store as a benchmark stack uses it (components/node/store_grants.py, docs/store.md): opt-in in the
+example stacks, nothing of ours named once the user set their project, and the bucket read before any grant."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.node import store
+from components.node import store_grants as store
 from deepep_a4 import stackfile
 from deepep_a4.plan import command as plan_tool
 from deepep_a4.plan import engine as plan_engine
@@ -151,7 +151,8 @@ def test_the_offline_plan_warns_once_when_the_store_bucket_does_not_look_like_th
     assert not [line for line in text.splitlines() if line.startswith("WARNING: artifactStore")]
 
 
-# The store builder's identity (components/node/store.py StoreBuilder, made by store/): what its grants let it do.
+# The store builder's identity (components/node/store_grants.py StoreBuilder, made by store/): what its grants let
+# it do.
 # Object IAM conditions see `resource.name` as projects/_/buckets/BUCKET/objects/OBJECT
 # (https://cloud.google.com/iam/docs/conditions-attribute-reference#resource-name, Cloud Storage row).
 # Role contents (https://cloud.google.com/storage/docs/access-control/iam-roles): objectViewer holds

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from components import config
 from components.config import keys
 from components.node import installer
-from components.node import store as store_program
+from components.node import store_grants as store_program
 from deepep_a4.bringup import command as bringup
 from deepep_a4.cli import main as cli
 from deepep_a4.hwtest import command as hwtest
@@ -282,7 +282,7 @@ def test_the_plan_grants_the_nodes_the_store_prefix_only(stack: str) -> None:
             f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")'
         )
         # A supported GKE stack stages from the pod network under the staging pod's Workload Identity principal
-        # (components/gke/stage_access.py); every other stack reads as its node account.
+        # (components/gke/staging_access.py); every other stack reads as its node account.
         staged_gke = cfg.platform == "gke" and cfg.node_profile == "supported"
         assert g["inputs"]["member"].startswith("principal://" if staged_gke else "serviceAccount:")
     conf = result.files[f"install/{cfg.platform}/config.sh"]
@@ -337,7 +337,7 @@ def test_the_store_bucket_outlives_stacks_and_cleans_up_after_itself() -> None:
     assert rules == {("team/deepep/artifacts/", "team/deepep/sources/"): 90, ("team/deepep/locks/",): 1}
     assert result.outputs["artifactStore"] == "gs://my-proj-123-artifacts/team/deepep"
     # protect=True: `pulumi destroy` of the store stack refuses until the protection is lifted on purpose.
-    assert "protect=True" in (ROOT / "components/node/store.py").read_text()
+    assert "protect=True" in (ROOT / "components/node/store_grants.py").read_text()
 
 
 def test_the_hardware_test_ships_no_phase_that_changes_the_machine(tmp_path: Path) -> None:

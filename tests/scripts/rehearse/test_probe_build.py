@@ -16,7 +16,7 @@ BUILDER = "deepep-store-builder@demo-project.iam.gserviceaccount.com"
 def build(world: World) -> World:
     world.metadata.email = BUILDER
     world.gcs.tokens = {world.metadata.token: BUILDER}
-    # store/: objectViewer and objectCreator under the prefix, with the IAM condition (components/node/store.py).
+    # store/: objectViewer and objectCreator under the prefix, with the IAM condition (components/node/store_grants.py).
     world.gcs.grants = [Grant(BUILDER, STORE_BUCKET, STORE_PREFIX, VIEWER_AND_CREATOR)]
     world.env["REHEARSAL_EXPECT_EMAIL"] = BUILDER
     return world

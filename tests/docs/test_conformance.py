@@ -12,7 +12,7 @@ import yaml
 
 from components.config.keys import KEYS_BY_NAME
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = (ROOT / "docs" / "conformance.md").read_text()
 DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
 PROGRAM = ROOT / "components"

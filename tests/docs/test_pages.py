@@ -12,7 +12,7 @@ import pytest
 from components.config.keys import KEYS_BY_NAME
 from tests.test_readme import anchors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 # Not keys: the namespace in prose ("deepep-a4:KEY") and the labels the program sets on machines.
 NOT_KEYS = {"KEY"}

@@ -14,7 +14,7 @@ import pytest
 from scripts.bench import bench_env
 from scripts.bench import bench_env as gin
 from tests.conftest import ROOT
-from tests.scripts.test_bench_runner import fake_deepep, fake_ib_sysfs, run
+from tests.scripts.bench.test_runner import fake_deepep, fake_ib_sysfs, run
 
 ELASTIC = (ROOT / "tests/fixtures/bench/v2_elastic_synth.log").read_text()
 GOOGLE_TC = int(bench_env.GIB_NCCL_ENV["NCCL_IB_TC"])

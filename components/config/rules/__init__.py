@@ -20,10 +20,10 @@ from components.config.keys import (
     Problem,
 )
 from components.config.model import parse_image_ref
-from components.config.rules_images import check_gce as check_gce
-from components.config.rules_images import check_installer_image as check_installer_image
-from components.config.rules_inputs import check_authorized_networks, check_store_url
-from components.config.rules_versions import HCA_PREFIX_SINCE, VERSION_RE
+from components.config.rules.images import check_gce as check_gce
+from components.config.rules.images import check_installer_image as check_installer_image
+from components.config.rules.inputs import check_authorized_networks, check_store_url
+from components.config.rules.versions import HCA_PREFIX_SINCE, VERSION_RE
 
 BENCH_MAX_REPEATS = 10
 BENCH_MAX_TIMEOUT_MINUTES = 240

@@ -1,8 +1,8 @@
-"""The artifact store in the cloud (docs/store.md): the nodes' access to it, and the bucket itself.
+"""The artifact store, the grants' side (docs/store.md): the nodes' access to it, and the bucket itself.
 
 `StoreAccess` (every benchmark stack with `artifactStore`): the reader may read objects under the store's
 prefix, nothing else. The reader is the node service account, or on GKE's supported profile the staging pod's
-own Workload Identity principal (components/gke/stage_access.py); only a stack with `artifactStorePublish`
+own Workload Identity principal (components/gke/staging_access.py); only a stack with `artifactStorePublish`
 lets it create objects too (the sources it downloads). The store's writer is `deepep-a4 store build`, on the
 user's credentials: a node's account is reachable from its privileged pods, so nodes that could write would
 decide what later nodes run as root. The grant is on the bucket with an IAM condition on the object name, so a
@@ -27,7 +27,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from components.config import StackConfig
-from components.config.rules_inputs import BUCKET_RULE, bucket_name_problem, store_prefix_problem
+from components.config.rules.inputs import BUCKET_RULE, bucket_name_problem, store_prefix_problem
 from components.options import depends_of
 
 READ_ROLE = "roles/storage.objectViewer"
