@@ -1,5 +1,5 @@
 """Every difference between a stack's plan and its rehearsal's plan, each sorted into the categories the rehearsal
-may differ by (components/rehearsal.py); anything else is a finding (tests/components/test_rehearsal_plan_diff.py).
+may differ by (components/rehearsal.py); anything else is a finding (tests/components/rehearsal/test_plan_diff.py).
 
 Both plans come from the offline plan engine (deepep_a4/plan/engine.py). Before comparing, the rehearsal's names
 are written back to the real ones (its own name prefix and stack name: not a difference of the plan, a second stack

@@ -12,7 +12,7 @@ attachments or RDMA resource requests (an e2 machine cannot join the RoCE VPC: i
 NICs only, https://cloud.google.com/vpc/docs/rdma-network-profiles), no local SSD, no hyperdisk and no compact
 placement (E2 supports none of them: https://cloud.google.com/compute/docs/general-purpose-machines#e2_limitations),
 spot capacity whatever the stack's provisioning (an A4 reservation or flex-start cannot hold an e2 VM). Everything
-else is the real plan; tests/components/test_rehearsal_plan_diff.py lists every difference and fails on any other.
+else is the real plan; tests/components/rehearsal/test_plan_diff.py lists every difference and fails on any other.
 
 Each component asks this module at the one place where the rehearsal differs, so a reader finds every
 difference from here (grep `rehearsal.`).

@@ -44,7 +44,7 @@ KUBE_DNS = {
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/nodelocal-dns-cache, read 2026-12-02). So the DNS rule
 # admits all three peers Google's own example policy admits (gke-labs/kube-agents
 # examples/vllm-gemma/networkpolicy.yaml at 1905108845fc3e5dcae64668f881bdb200bf0f31), each needed by one
-# setting, which tests/components/gke/test_network_identity.py proves with the evaluator's DNS path
+# setting, which tests/components/gke/test_egress_and_principals.py proves with the evaluator's DNS path
 # (tests/components/k8s_netpol.py dns_paths):
 # - cache off: kube-dns's pods (Dataplane V2 resolves the kube-dns Service to them before policy);
 # - cache on, GKE Dataplane V2: the node's `k8s-app: node-local-dns` pod in kube-system, the backend the

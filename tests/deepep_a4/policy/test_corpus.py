@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from deepep_a4.policy import rules
-from tests.deepep_a4.policy.pack_runner import Resources, find, refusals, resources
+from tests.deepep_a4.policy.runner import Resources, find, refusals, resources
 
 P = "deepep-a4-demo"
 DEADLINE_SA = f"deepep-gke-b200-deadline@{P}.iam.gserviceaccount.com"

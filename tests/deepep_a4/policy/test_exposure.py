@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from deepep_a4.policy import exposure
-from tests.deepep_a4.policy.pack_runner import find, resources
+from tests.deepep_a4.policy.runner import find, resources
 
 CLUSTER = exposure.CLUSTER
 POOL = exposure.NODE_POOL

@@ -13,7 +13,7 @@ import pytest
 from deepep_a4.plan import engine as plan_engine
 from deepep_a4.policy import bill, declared, grants, lock, rules
 from tests.conftest import stack_config
-from tests.deepep_a4.policy.pack_runner import find, refusals, resources
+from tests.deepep_a4.policy.runner import find, refusals, resources
 from tests.deepep_a4.policy.test_pack import engine_like
 
 
