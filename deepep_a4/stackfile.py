@@ -236,12 +236,14 @@ class UsageError(Exception):
         super().__init__("\n".join(lines))
 
 
-def load_stack(stack_arg: str) -> tuple[str, dict[str, Any], config.StackConfig]:
-    """(name, raw namespaced config, validated config) of a stack given by name or file; raises UsageError."""
+def load_stack(stack_arg: str, root: Path | None = None) -> tuple[str, dict[str, Any], config.StackConfig]:
+    """(name, raw namespaced config, validated config) of a stack given by name or file; raises UsageError. `root`: the
+    project folder (default: the one this command runs in)."""
+    root = root or project_root()
     try:
-        name, _ = resolve(stack_arg, project_root())
-        written = read(name, project_root())
-        stack_cfg = merged(written, project_root())  # what the program gets at `pulumi up`
+        name, _ = resolve(stack_arg, root)
+        written = read(name, root)
+        stack_cfg = merged(written, root)  # what the program gets at `pulumi up`
         cfg = config.parse(project_keys(stack_cfg), name, written=set(project_keys(written)))
     except StackFileError as err:
         raise UsageError([str(p) for p in err.problems]) from None

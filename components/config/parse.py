@@ -36,7 +36,7 @@ from components.config.rules.inputs import (
     check_traffic_class,
     check_ttl_bringup,
 )
-from components.config.rules.versions import check_versions, parse_overrides
+from components.config.rules.version_forms import check_versions, parse_overrides
 from components.config.versions import NODE_IMAGE_TYPES
 
 

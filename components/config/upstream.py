@@ -1,7 +1,7 @@
 """What we checked by hand about upstream releases, shared by the config model and the installer.
 
 Each fact names where it was checked, so the next pin can be checked the same way. A DeepEP ref that is
-not listed here is refused (config/rules_versions.py); the release tables are in config/versions.py.
+not listed here is refused (config/rules/version_forms.py); the release tables are in config/versions.py.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ TORCH_BUILDS: dict[str, tuple[str, ...]] = {
 
 # PyTorch builds with a locked requirements file (every wheel by sha256) for the host-install pytorch phase,
 # by torchVersion: the file under scripts/install/locks/, whose header cites where each pin comes from. A
-# host-install stack whose torch has none takes PyTorch from the store's artifact (rules_versions.py).
+# host-install stack whose torch has none takes PyTorch from the store's artifact (rules/version_forms.py).
 TORCH_LOCKS: dict[str, str] = {"2.10.0+cu129": "torch-2.10.0-cu129-cp312-x86_64.txt"}
 
 # NCCL wheels a DeepEP V2 stack installs into the PyTorch environment in place of PyTorch's own NCCL

@@ -8,7 +8,7 @@ nvidia-driver-installer/cos/daemonset-preloaded-latest.yaml at 068b15a980977bdaa
 below) with these changes, each for a reason:
 
 - `--version=<gkeCosDriverVersion>` where [CEA-COS] says `--version=latest`: the installer installs "an actual
-  version" as given (cos_gpu_installer install.go `getDriverVersion`; config/rules_driver.py);
+  version" as given (cos_gpu_installer install.go `getDriverVersion`; config/rules/driver.py);
 - it runs on our A4 pool only (its node label and GPU taint, not `operator: Exists` on every taint) in our
   namespace, so `pulumi destroy` removes it; [CEA-COS]'s node affinity stays (a GPU node whose driver GKE
   installs carries `cloud.google.com/gke-gpu-driver-version` and is never touched);

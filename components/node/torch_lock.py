@@ -4,7 +4,7 @@
 under scripts/install/locks/ and ship with the pytorch phase (scripts/payload.py). config.sh carries the
 stack's as TORCH_LOCK (a path under the installer folder, "" without one); the phase then installs exactly
 that file. Without a lock config refuses a host-install stack unless the store's artifact brings PyTorch
-(components/config/rules/versions.py).
+(components/config/rules/version_forms.py).
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def _writable_refusal(out_dir: Path) -> str | None:
 def run(stack_arg: str, out: Path | None, quiet: bool) -> int:
     started = time.monotonic()
     try:
-        stack, stack_cfg, cfg = load_stack(stack_arg)
+        stack, stack_cfg, cfg = load_stack(stack_arg, plan_engine.ROOT)
         out_dir = out if out is not None else plan_engine.ROOT / "build" / "plan" / stack
         refusal = out_dir_refusal(out_dir) or _writable_refusal(out_dir)
         if refusal:

@@ -3,7 +3,7 @@
 # in each where it says `# @label-node.sh` (scripts/payload.py). RBAC: get/patch nodes only.
 # label_node CA [RUNNER...]: PATCHes node $NODE_NAME's label $INSTALLED_LABEL=$VERSIONS_HASH through the API server,
 # the service account's token on curl's stdin (never in argv), CA the API server's CA as curl sees it, curl run
-# under RUNNER: the installer's enters the host (nsenter) and uses its curl, the staging container uses its own.
+# under RUNNER: the installer's runs the host's curl, the staging container passes none and uses its own.
 label_node() {
   local ca=$1 sa=/var/run/secrets/kubernetes.io/serviceaccount patch
   shift

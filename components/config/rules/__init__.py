@@ -1,4 +1,4 @@
-"""Rules across keys: identity, capacity, network, runtime, store, benchmarks, GCE; versions in rules_versions.
+"""Rules across keys: identity, capacity, network, runtime, store, benchmarks, GCE; versions in rules/version_forms.py.
 
 Each check appends a Problem for every rule a value breaks, so the user sees all of them at once.
 """
@@ -23,7 +23,7 @@ from components.config.model import parse_image_ref
 from components.config.rules.images import check_gce as check_gce
 from components.config.rules.images import check_installer_image as check_installer_image
 from components.config.rules.inputs import check_authorized_networks, check_store_url
-from components.config.rules.versions import HCA_PREFIX_SINCE, VERSION_RE
+from components.config.rules.version_forms import HCA_PREFIX_SINCE, VERSION_RE
 
 BENCH_MAX_REPEATS = 10
 BENCH_MAX_TIMEOUT_MINUTES = 240
@@ -307,7 +307,7 @@ def check_benchmarks(v: dict[str, Any], problems: list[Problem]) -> None:
     ):
         if v[key] < 1:
             problems.append(Problem(key, v[key], "must be at least 1"))
-    for key in ("intranodeExperts", "lowLatencyExperts"):  # internode: rules_inputs (ranks of every node)
+    for key in ("intranodeExperts", "lowLatencyExperts"):  # internode: rules/inputs.py (ranks of every node)
         if processes_ok and v[key] >= 1 and v[key] % v["benchProcesses"]:
             problems.append(Problem(key, v[key], f"must be a multiple of benchProcesses ({v['benchProcesses']})"))
     timeout = v["benchTimeoutMinutes"]

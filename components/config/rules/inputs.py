@@ -1,6 +1,6 @@
 """Values checked against the rule of the system that receives them: Cloud Storage bucket names, VPC subnet and
 GKE ranges, control-plane reachability, GCE boot images, the RoCE traffic class, a TTL against the node's own
-bring-up (DeepEP's test shapes: rules_bench.py). Each rule cites where the receiving system states it.
+bring-up (DeepEP's test shapes: rules/bench.py). Each rule cites where the receiving system states it.
 
 Each check appends a Problem for every rule a value breaks (one line per mistake), as rules.py does.
 """

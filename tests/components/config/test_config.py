@@ -77,7 +77,7 @@ def test_config_is_frozen() -> None:
         ({"region": "mars"}, "region", "region name"),
         ({"nodeCount": 0}, "nodeCount", "at least 1"),
         ({"nodeCount": "two"}, "nodeCount", "a whole number"),
-        # (without internode: DeepEP's internode kernels run at most 20 nodes, rules_inputs.py)
+        # (without internode: DeepEP's internode kernels run at most 20 nodes, rules/inputs.py)
         ({"nodeCount": 151, "benchmarks": ["intranode"]}, "nodeCount", "compact placement allows at most 150"),
         ({"hostCidr": "10.0.0.1/20"}, "hostCidr", "no host bits set"),
         ({"hostCidr": "banana"}, "hostCidr", "IPv4 CIDR"),
