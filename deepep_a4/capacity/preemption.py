@@ -111,10 +111,10 @@ class WatchedProbe:
         return self.probe.benchmarks(outputs)
 
     def collect(self, outputs: dict[str, Any], out: Path) -> int:
-        rc = self.probe.collect(outputs, out)
+        # First, so that the report written by the collect lists them (report/writers.py restarts_section).
         if self.watchdog.restarts or self.watchdog.gave_up:
             self.watchdog.say(f"internode restarts written to {self.watchdog.write(out)}")
-        return rc
+        return self.probe.collect(outputs, out)
 
 
 # -- GKE -----------------------------------------------------------------------------------------------------

@@ -345,6 +345,23 @@ def write_json(report: Report, out: Path) -> None:
     (out / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def restarts_section(out: Path) -> list[str]:
+    """The internode restarts `run` made in this report folder (restarts.json, written by its preemption watchdog:
+    deepep_a4/capacity/preemption.py), each with its cause; none when the file is absent."""
+    path = out / "restarts.json"
+    if not path.is_file():
+        return []
+    doc = json.loads(path.read_text())
+    lines = ["", "## Restarts", ""]
+    for r in doc.get("restarts", []):
+        lines.append(f"- restart {r['n']} at {r['at']}: {'; '.join(r['causes'])} -> {r['action']}")
+    if not doc.get("restarts"):
+        lines.append("- none")
+    if doc.get("notRestarted"):
+        lines.append(f"- not restarted again: {doc['notRestarted']}")
+    return lines
+
+
 def write_report(report: Report, out: Path, plots: bool = True) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     if plots:
@@ -352,5 +369,5 @@ def write_report(report: Report, out: Path, plots: bool = True) -> Path:
     write_csv(report, out)
     write_json(report, out)
     path = out / "report.md"
-    path.write_text(markdown(report) + "\n")
+    path.write_text("\n".join([markdown(report), *restarts_section(out)]) + "\n")
     return path

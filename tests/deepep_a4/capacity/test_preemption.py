@@ -83,6 +83,11 @@ def test_a_lost_rank_restarts_the_whole_group_and_the_report_says_so(tmp_path: P
         "shutdown."
     ]
     assert doc["maxRestarts"] == 2 and "notRestarted" not in doc
+    # The report's own page says it too (deepep_a4/report/writers.py restarts_section).
+    from deepep_a4.report import writers
+
+    page = "\n".join(writers.restarts_section(tmp_path / "report"))
+    assert "## Restarts" in page and "restart 1 at " in page and "TerminationByKubelet on n1" in page
 
 
 class FakeOps:
