@@ -69,7 +69,7 @@ def _coerce(key: Key, value: Any, problems: list[Problem]) -> Any:
 
 
 # Each group of the model and the keys of its fields, in field order (the model's dataclasses declare them).
-_GROUPS: dict[type, tuple[str, ...]] = {
+GROUPS: dict[type, tuple[str, ...]] = {
     model.NetworkConfig: ("hostCidr", "podsCidr", "servicesCidr", "gvnicCidr", "rdmaCidr", "masterCidr", "sshViaIap"),
     model.NvshmemRuntime: ("nicHandler", "hcaPrefix", "gidIndex", "nvshmemTrafficClass"),
     model.InstallerOptions: (
@@ -99,7 +99,7 @@ _GROUPS: dict[type, tuple[str, ...]] = {
     ),
     model.GceOptions: ("gceImage", "terminationAction"),
 }
-_VERSION_KEYS = (
+VERSION_KEYS = (
     "docaOfedVersion",
     "nvidiaDriverVersion",
     "cudaVersion",
@@ -115,7 +115,7 @@ _VERSION_KEYS = (
 
 
 def _group(cls: type, v: dict[str, Any]) -> Any:
-    return cls(*(v[key] for key in _GROUPS[cls]))
+    return cls(*(v[key] for key in GROUPS[cls]))
 
 
 # GKE's GPUDriverVersion values (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig
@@ -232,7 +232,7 @@ def parse(raw: Mapping[str, Any], stack: str, written: set[str] | None = None) -
         local_ssd_count=v["localSsdCount"],
         network=_group(model.NetworkConfig, v),
         versions=model.Versions(
-            *(v[key] for key in _VERSION_KEYS),
+            *(v[key] for key in VERSION_KEYS),
             overrides=tuple(model.VersionOverride(c, **o) for c, o in sorted(overrides.items())),
         ),
         nvshmem=_group(model.NvshmemRuntime, v),

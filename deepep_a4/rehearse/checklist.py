@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.config import model
 from components.config.keys import KEYS, PROJECT_NAME
+from components.config.parse import GROUPS, VERSION_KEYS
 from deepep_a4.paths import project_root
 
 ROOT = project_root()
@@ -29,47 +31,16 @@ PASS, FAIL = "PASS", "FAIL"
 # rehearsal replaces (machine, capacity, TTL), what only the GPU phases and the benchmarks read (versions,
 # NVSHMEM's runtime, gIB, the benchmarks' sizes). Every other key is in the hash: the network, the identities,
 # the store and its manifest, the cluster's settings, the images, the node count, the platform and profile.
+# The benchmarks' sizes and limits are named for them: bench* and each test's tokens and experts (keys.py);
+# `benchmarks` itself stays in the hash (with internode the rehearsal proves the rendezvous, without it not).
+_BENCH_PREFIXES = ("bench", "intranode", "lowLatency", "internode")
 NOT_PROVEN = frozenset(
     {
-        "zone",
-        "ttl",
-        "machineType",
-        "provisioning",
-        "reservationName",
-        "placement",
-        "localSsdCount",
-        "bootDiskGb",
-        "docaOfedVersion",
-        "nvidiaDriverVersion",
-        "cudaVersion",
-        "gdrcopyVersion",
-        "nvshmemVersion",
-        "nvshmemSource",
-        "torchVersion",
-        "deepepRef",
-        "deepepPr466",
-        "deepepApi",
-        "ncclVersion",
-        "versionOverrides",
-        "nicHandler",
-        "hcaPrefix",
-        "gidIndex",
-        "nvshmemTrafficClass",
-        "ncclGib",
-        "gkeGpuDriver",
-        "benchHidden",
-        "benchTopk",
-        "benchProcesses",
-        "intranodeTokens",
-        "intranodeExperts",
-        "lowLatencyTokens",
-        "lowLatencyExperts",
-        "internodeTokens",
-        "internodeExperts",
-        "benchTimeoutMinutes",
-        "benchRepeats",
-        "benchGateRatio",
-        "rehearsal",
+        *("zone", "ttl", "rehearsal", "versionOverrides", "ncclGib", "gkeGpuDriver", "gkeCosDriverVersion"),
+        *("machineType", "provisioning", "reservationName", "placement", "localSsdCount", "bootDiskGb", "capacity"),
+        *VERSION_KEYS,
+        *GROUPS[model.NvshmemRuntime],
+        *(k.name for k in KEYS if k.name.startswith(_BENCH_PREFIXES) and k.name != "benchmarks"),
     }
 )
 

@@ -81,3 +81,18 @@ def test_run_has_the_skip_flag_and_calls_the_gate_once() -> None:
     src = inspect.getsource(rb.execute)
     assert src.count("rehearse_gate.before_run(") == 1
     assert "--skip-rehearsal" in inspect.getsource(rb)
+
+
+def test_the_hash_leaves_out_what_the_rehearsal_does_not_prove_and_keeps_the_rest() -> None:
+    """NOT_PROVEN comes from the config model (its version keys, NVSHMEM's runtime group, the benchmarks' sizes),
+    so a key added there is left out with its group; every other key, `benchmarks` included, is hashed."""
+    from components.config.keys import KEYS
+    from deepep_a4.rehearse import checklist
+
+    names = {k.name for k in KEYS}
+    assert checklist.NOT_PROVEN <= names
+    assert {"cudaVersion", "nicHandler", "intranodeTokens", "benchTopk", "zone"} <= checklist.NOT_PROVEN
+    assert not {"benchmarks", "hostCidr", "artifactStore", "nodeCount", "platform"} & checklist.NOT_PROVEN
+    base = checklist.settings_hash({"deepep-a4:zone": "asia-southeast1-b"})
+    assert checklist.settings_hash({"deepep-a4:zone": "asia-southeast1-c"}) == base
+    assert checklist.settings_hash({"deepep-a4:benchmarks": '["intranode"]'}) != base
